@@ -1,0 +1,57 @@
+package orderdetail
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Clients the aggregation needs, one per downstream. Each is keyed by the
+// order id alone so that all four calls can start at the same instant.
+//
+// Errors must be classified with the sentinels below (wrapped with %w) so that
+// the resilience guard and the fallbacks read them the same way: anything else
+// counts as a failure of the dependency.
+type (
+	OrderClient interface {
+		GetOrder(ctx context.Context, orderID string) (Order, error)
+	}
+	InventoryClient interface {
+		GetInventory(ctx context.Context, orderID string) (Inventory, error)
+	}
+	CouponClient interface {
+		GetCoupons(ctx context.Context, orderID string) (Coupons, error)
+	}
+	LogisticsClient interface {
+		GetLogistics(ctx context.Context, orderID string) (Logistics, error)
+	}
+)
+
+// ErrNotFound is returned by a client when the downstream says the thing does
+// not exist (HTTP 404). For the order it ends the request with a 404; it never
+// counts against the dependency's health.
+var ErrNotFound = errors.New("not found")
+
+// LastGood is the last-good store: the most recent live answer of each
+// dependency for each order, used only when the dependency fails.
+//
+// Implementations must be safe for concurrent use.
+type LastGood interface {
+	// Get returns the newest entry for (dep, orderID). A missing, expired or
+	// undecodable entry is ErrCacheMiss; any other error is a failure of the
+	// store itself. Get must honour ctx's deadline.
+	Get(ctx context.Context, dep, orderID string) (CacheEntry, error)
+	// Put hands an entry to the store without waiting: it must never block
+	// the caller. An entry older than the one stored must not replace it.
+	// ttl is how long the entry may be served.
+	Put(dep, orderID string, e CacheEntry, ttl time.Duration)
+}
+
+// CacheEntry is one last-good answer: the section's JSON and when it was live.
+type CacheEntry struct {
+	AsOf    time.Time
+	Payload []byte
+}
+
+// ErrCacheMiss means the store has no servable entry.
+var ErrCacheMiss = errors.New("cache miss")

@@ -1,0 +1,45 @@
+package resilience
+
+import (
+	"context"
+	"testing"
+)
+
+func noop(context.Context) (int, error) { return 1, nil }
+
+func BenchmarkDo(b *testing.B) {
+	g, err := New("bench", Config{Bulkhead: BulkheadConfig{MaxConcurrent: 1 << 20}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.Run("sequential", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Do(ctx, g, noop); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := Do(ctx, g, noop); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkWithTimeoutAlone(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, cancel := context.WithTimeout(ctx, 1e9)
+		_ = c
+		cancel()
+	}
+}

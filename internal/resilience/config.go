@@ -1,0 +1,217 @@
+package resilience
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is one dependency's settings. The zero value of every field means
+// its documented default, so Config{} is a valid, conservative guard.
+// The yaml names are the keys of the dependency's section of the --config
+// file and of the admin API's PATCH body.
+type Config struct {
+	// Timeout is the sub-budget of one call, retries and hedges included.
+	// It is always clamped to the caller's remaining deadline. Default 1s.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+
+	Bulkhead BulkheadConfig `yaml:"bulkhead" json:"bulkhead"`
+	Breaker  BreakerConfig  `yaml:"breaker" json:"breaker"`
+	Retry    RetryConfig    `yaml:"retry" json:"retry"`
+	Hedge    HedgeConfig    `yaml:"hedge" json:"hedge"`
+
+	// FallbackTimeout bounds a fallback (e.g. a last-good cache read) run
+	// after the call failed; default 50ms. Fallbacks must be cheap.
+	FallbackTimeout time.Duration `yaml:"fallback_timeout" json:"fallback_timeout"`
+
+	// TimeoutMargin is added to max(3×P99, 2×P99.9) to recommend a timeout.
+	// Default 50ms (the background reading's 500ms is for multi-second pages;
+	// ours has 1500ms in all).
+	TimeoutMargin time.Duration `yaml:"timeout_margin" json:"timeout_margin"`
+}
+
+// BulkheadConfig bounds concurrent calls to the dependency.
+type BulkheadConfig struct {
+	// MaxConcurrent calls in flight. Default 50 (Little's law: 250 req/s at a
+	// 100ms tail, ×2 headroom).
+	MaxConcurrent int `yaml:"max_concurrent" json:"max_concurrent"`
+	// MaxQueue calls may wait for a slot; default 0: a full bulkhead rejects
+	// at once (queues add latency, not throughput).
+	MaxQueue int `yaml:"max_queue" json:"max_queue"`
+	// MaxWait bounds a queued call's wait (and so does its deadline).
+	// Default: the call's whole sub-budget.
+	MaxWait time.Duration `yaml:"max_wait" json:"max_wait"`
+}
+
+// BreakerConfig sets the rolling-window circuit breaker.
+type BreakerConfig struct {
+	// Window is the rolling window's length; default 10s.
+	Window time.Duration `yaml:"window" json:"window"`
+	// Buckets the window is cut into; default 10. Must divide Window into
+	// buckets of at least 10ms.
+	Buckets int `yaml:"buckets" json:"buckets"`
+	// MinRequests in the window before the breaker may open; default 20.
+	MinRequests int `yaml:"min_requests" json:"min_requests"`
+	// ErrorPercent (failures and timeouts over calls) that opens it; default 50.
+	ErrorPercent float64 `yaml:"error_percent" json:"error_percent"`
+	// SlowCallDuration: a call slower than this counts as slow. Default 0
+	// means: the sub-budget's 80%.
+	SlowCallDuration time.Duration `yaml:"slow_call_duration" json:"slow_call_duration"`
+	// SlowCallPercent of slow calls that opens it; default 0 means 100
+	// (slow calls alone never open it unless every call is slow).
+	SlowCallPercent float64 `yaml:"slow_call_percent" json:"slow_call_percent"`
+	// SleepWindow is how long it stays open before probing; default 5s.
+	SleepWindow time.Duration `yaml:"sleep_window" json:"sleep_window"`
+	// HalfOpenProbes admitted while half-open; all must succeed to close.
+	// Default 1.
+	HalfOpenProbes int `yaml:"half_open_probes" json:"half_open_probes"`
+}
+
+// RetryConfig bounds retries of failures worth retrying.
+type RetryConfig struct {
+	// MaxAttempts per call, the first one included; default 2. 1 disables retries.
+	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
+	// Backoff before the first retry, doubled after each, with full jitter;
+	// default 10ms.
+	Backoff time.Duration `yaml:"backoff" json:"backoff"`
+	// MaxBackoff caps the backoff; default 100ms.
+	MaxBackoff time.Duration `yaml:"max_backoff" json:"max_backoff"`
+	// BudgetPercent: retries and hedges over the rolling window may be at most
+	// this share of calls; default 20.
+	BudgetPercent float64 `yaml:"budget_percent" json:"budget_percent"`
+	// BudgetMin retries are always allowed in the window, so a quiet
+	// dependency can still retry; default 10.
+	BudgetMin int `yaml:"budget_min" json:"budget_min"`
+}
+
+// HedgeConfig sets hedged (backup) attempts.
+type HedgeConfig struct {
+	// Enabled turns hedging on; default off.
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// Percentile of observed latency after which a hedge starts; default 95.
+	Percentile float64 `yaml:"percentile" json:"percentile"`
+	// MinDelay is the least wait before hedging (and the wait while there is
+	// no latency history yet); default 20ms.
+	MinDelay time.Duration `yaml:"min_delay" json:"min_delay"`
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defF := func(d *float64, v float64) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Timeout, time.Second)
+	def(&c.TimeoutMargin, 50*time.Millisecond)
+	def(&c.FallbackTimeout, 50*time.Millisecond)
+	defInt(&c.Bulkhead.MaxConcurrent, 50)
+	def(&c.Breaker.Window, 10*time.Second)
+	defInt(&c.Breaker.Buckets, 10)
+	defInt(&c.Breaker.MinRequests, 20)
+	defF(&c.Breaker.ErrorPercent, 50)
+	defF(&c.Breaker.SlowCallPercent, 100)
+	def(&c.Breaker.SleepWindow, 5*time.Second)
+	defInt(&c.Breaker.HalfOpenProbes, 1)
+	defInt(&c.Retry.MaxAttempts, 2)
+	def(&c.Retry.Backoff, 10*time.Millisecond)
+	def(&c.Retry.MaxBackoff, 100*time.Millisecond)
+	defF(&c.Retry.BudgetPercent, 20)
+	defInt(&c.Retry.BudgetMin, 10)
+	defF(&c.Hedge.Percentile, 95)
+	def(&c.Hedge.MinDelay, 20*time.Millisecond)
+	return c
+}
+
+// slowCallDuration is the effective slow-call threshold.
+func (c *Config) slowCallDuration() time.Duration {
+	if c.Breaker.SlowCallDuration > 0 {
+		return c.Breaker.SlowCallDuration
+	}
+	return c.Timeout * 8 / 10
+}
+
+// Validate reports the first invalid setting, naming its config key. It
+// checks the values after defaults, so call it on WithDefaults' result.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.Timeout <= 0 {
+		bad("timeout", "must be positive, got %v", c.Timeout)
+	}
+	if c.FallbackTimeout <= 0 {
+		bad("fallback_timeout", "must be positive, got %v", c.FallbackTimeout)
+	}
+	if c.TimeoutMargin < 0 {
+		bad("timeout_margin", "must not be negative, got %v", c.TimeoutMargin)
+	}
+	if c.Bulkhead.MaxConcurrent < 1 {
+		bad("bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)
+	}
+	if c.Bulkhead.MaxQueue < 0 {
+		bad("bulkhead.max_queue", "must not be negative, got %d", c.Bulkhead.MaxQueue)
+	}
+	if c.Bulkhead.MaxWait < 0 {
+		bad("bulkhead.max_wait", "must not be negative, got %v", c.Bulkhead.MaxWait)
+	}
+	b := c.Breaker
+	if b.Buckets < 1 || b.Buckets > 1000 {
+		bad("breaker.buckets", "must be 1..1000, got %d", b.Buckets)
+	} else if b.Window < 10*time.Millisecond*time.Duration(b.Buckets) {
+		bad("breaker.window", "must hold buckets of at least 10ms, got %v for %d buckets", b.Window, b.Buckets)
+	}
+	if b.MinRequests < 1 {
+		bad("breaker.min_requests", "must be at least 1, got %d", b.MinRequests)
+	}
+	if b.ErrorPercent <= 0 || b.ErrorPercent > 100 {
+		bad("breaker.error_percent", "must be in (0, 100], got %v", b.ErrorPercent)
+	}
+	if b.SlowCallPercent <= 0 || b.SlowCallPercent > 100 {
+		bad("breaker.slow_call_percent", "must be in (0, 100], got %v", b.SlowCallPercent)
+	}
+	if b.SlowCallDuration < 0 {
+		bad("breaker.slow_call_duration", "must not be negative, got %v", b.SlowCallDuration)
+	}
+	if b.SleepWindow <= 0 {
+		bad("breaker.sleep_window", "must be positive, got %v", b.SleepWindow)
+	}
+	if b.HalfOpenProbes < 1 {
+		bad("breaker.half_open_probes", "must be at least 1, got %d", b.HalfOpenProbes)
+	}
+	r := c.Retry
+	if r.MaxAttempts < 1 || r.MaxAttempts > 10 {
+		bad("retry.max_attempts", "must be 1..10, got %d", r.MaxAttempts)
+	}
+	if r.Backoff < 0 {
+		bad("retry.backoff", "must not be negative, got %v", r.Backoff)
+	}
+	if r.MaxBackoff < r.Backoff {
+		bad("retry.max_backoff", "must be at least retry.backoff (%v), got %v", r.Backoff, r.MaxBackoff)
+	}
+	if r.BudgetPercent < 0 || r.BudgetPercent > 100 {
+		bad("retry.budget_percent", "must be in [0, 100], got %v", r.BudgetPercent)
+	}
+	if r.BudgetMin < 0 {
+		bad("retry.budget_min", "must not be negative, got %d", r.BudgetMin)
+	}
+	h := c.Hedge
+	if h.Percentile <= 0 || h.Percentile >= 100 {
+		bad("hedge.percentile", "must be in (0, 100), got %v", h.Percentile)
+	}
+	if h.MinDelay < 0 {
+		bad("hedge.min_delay", "must not be negative, got %v", h.MinDelay)
+	}
+	return errors.Join(errs...)
+}

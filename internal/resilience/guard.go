@@ -1,0 +1,376 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Event is one thing that happened to a dependency: a physical attempt's
+// outcome, a call turned away (rejected, short-circuited, no budget), or a
+// fallback's outcome. Listeners get every event, so metrics and traces can
+// count each kind on its own.
+type Event struct {
+	Dependency string
+	Kind       Kind
+	// Attempt is 1 for the first attempt, 2… for retries; 0 when no attempt
+	// was made (rejected, short-circuited, no budget) and for fallbacks.
+	Attempt  int
+	Hedge    bool // a hedged (backup) attempt
+	Probe    bool // a half-open probe
+	Fallback bool // the outcome of a fallback: Kind is success or failure
+	Start    time.Time
+	Duration time.Duration
+	Err      error
+}
+
+// Name is the event's metric name: the kind's, or fallback_success /
+// fallback_failure for fallbacks.
+func (e Event) Name() string {
+	if e.Fallback {
+		if e.Kind == KindSuccess {
+			return "fallback_success"
+		}
+		return "fallback_failure"
+	}
+	return e.Kind.String()
+}
+
+// Listener receives a guard's events. Methods are called synchronously on the
+// caller's goroutine, never under a lock; they must be quick and must not
+// call back into the guard.
+type Listener interface {
+	OnEvent(ctx context.Context, e Event)
+	OnStateChange(c StateChange)
+}
+
+// Option configures a Guard at construction.
+type Option func(*Guard)
+
+// WithClock injects a clock (tests).
+func WithClock(c Clock) Option { return func(g *Guard) { g.clock = c } }
+
+// WithListener sets the listener told of every event and state change.
+func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
+
+// settings is one immutable configuration with the window it is measured
+// over. Reconfigure swaps the pointer; a call reads it once and keeps it.
+type settings struct {
+	cfg    Config
+	window *window
+	slow   time.Duration
+}
+
+// Guard protects one dependency: bulkhead, breaker, sub-budget, retries and
+// hedges, with latency statistics over a rolling window. Build it once with
+// New and share it; it is safe for concurrent use.
+type Guard struct {
+	name      string
+	clock     Clock
+	realClock bool // clock is SystemClock: one time.Now serves both uses
+	listener  Listener
+	cur       atomic.Pointer[settings]
+	bulkhead  bulkhead
+	breaker   breaker
+
+	// The hedge delay and the typical attempt latency are read on every
+	// call; recomputing them from the histogram each time would cost more
+	// than the call, so they are refreshed at most every refreshEvery.
+	statsMu   sync.Mutex
+	statsAt   atomic.Int64 // unix nanos of the last refresh
+	typical   atomic.Int64 // P50 attempt latency, ns
+	hedgeWait atomic.Int64 // observed latency at the hedge percentile, ns
+}
+
+const refreshEvery = 100 * time.Millisecond
+
+// New builds a guard for the named dependency. cfg's zero fields take their
+// defaults; an invalid cfg is an error naming the setting.
+func New(name string, cfg Config, opts ...Option) (*Guard, error) {
+	g := &Guard{name: name, clock: SystemClock{}}
+	for _, o := range opts {
+		o(g)
+	}
+	_, g.realClock = g.clock.(SystemClock)
+	if err := g.Reconfigure(cfg); err != nil {
+		return nil, err
+	}
+	g.breaker.closedSince = g.clock.Now()
+	return g, nil
+}
+
+// Name is the dependency's name.
+func (g *Guard) Name() string { return g.name }
+
+// Config returns the settings in force, defaults filled in.
+func (g *Guard) Config() Config { return g.cur.Load().cfg }
+
+// Reconfigure swaps the settings atomically; calls in flight finish under
+// the settings they started with. A change of the breaker's window length or
+// bucket count starts a fresh window (its history is measured in the old
+// geometry); anything else keeps the history. An invalid cfg changes nothing.
+func (g *Guard) Reconfigure(cfg Config) error {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("resilience: %s: %w", g.name, err)
+	}
+	s := &settings{cfg: cfg}
+	s.slow = s.cfg.slowCallDuration()
+	old := g.cur.Load()
+	if old != nil && old.cfg.Breaker.Window == cfg.Breaker.Window && old.cfg.Breaker.Buckets == cfg.Breaker.Buckets {
+		s.window = old.window
+	} else {
+		s.window = newWindow(cfg.Breaker.Window, cfg.Breaker.Buckets)
+	}
+	g.bulkhead.capacity.Store(int64(cfg.Bulkhead.MaxConcurrent))
+	g.cur.Store(s)
+	return nil
+}
+
+// ForceBreaker sets or clears the operator override of the breaker.
+func (g *Guard) ForceBreaker(f Force) {
+	g.notifyState(g.breaker.setForce(f, g.clock.Now()))
+}
+
+// Do runs fn under g: breaker check, bulkhead slot, then attempts within the
+// sub-budget (the dependency's timeout clamped to ctx's deadline), retried or
+// hedged as configured. fn must honour its context: the guard cancels it when
+// the budget runs out and returns once fn has returned.
+//
+// A nil error means fn's value is good. Otherwise the error is an *Error
+// whose Kind says what happened; it wraps fn's last error.
+func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	s := g.cur.Load()
+	cfg := &s.cfg
+	// Deadlines are real time even when a test injects a clock; the clock
+	// drives statistics, the breaker and timers.
+	realStart := time.Now()
+	start := realStart
+	if !g.realClock {
+		start = g.clock.Now()
+	}
+
+	// Budget first: a call with no time left should not take a slot or a
+	// probe only to be cancelled.
+	budget := cfg.Timeout
+	clamped := false // the caller's deadline, not the sub-budget, bounds this call
+	if dl, ok := ctx.Deadline(); ok {
+		if left := dl.Sub(realStart); left <= budget {
+			budget, clamped = left, true
+		}
+	}
+	if budget <= 0 || ctx.Err() != nil {
+		return zero, g.refuse(ctx, s, start, KindDeadline, ctx.Err())
+	}
+
+	t, ok, change := g.breaker.allow(start, &cfg.Breaker)
+	g.notifyState(change)
+	if !ok {
+		return zero, g.refuse(ctx, s, start, KindShortCircuited, nil)
+	}
+
+	if kind, ok := g.bulkhead.acquire(ctx, &cfg.Bulkhead, g.maxWait(cfg, budget), g.clock); !ok {
+		if t.probe {
+			g.notifyState(g.breaker.onProbeDone(t, false, true, start, &cfg.Breaker))
+		}
+		return zero, g.refuse(ctx, s, start, kind, ctx.Err())
+	}
+	defer g.bulkhead.release()
+	// The sub-budget's clock starts at admission: time spent queued counts.
+	// When the caller's deadline is the tighter one, its context already
+	// carries it and deriving another would only cost a timer.
+	cctx := ctx
+	if !clamped {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, realStart.Add(budget))
+		defer cancel()
+	}
+
+	maxAttempts := cfg.Retry.MaxAttempts
+	if t.probe {
+		maxAttempts = 1 // a probe asks one question
+	}
+	var (
+		v        T
+		err      error
+		kind     Kind
+		attempts int
+	)
+	for {
+		if cfg.Hedge.Enabled && !t.probe {
+			v, err, kind, attempts = hedged(ctx, cctx, g, s, attempts, fn)
+		} else {
+			attempts++
+			v, err, kind = attempt(ctx, cctx, g, s, attempts, false, t, fn)
+		}
+		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s) {
+			break
+		}
+	}
+	if kind == KindSuccess {
+		return v, nil
+	}
+	return zero, &Error{Dependency: g.name, Kind: kind, Attempts: attempts, Err: err}
+}
+
+// attempt makes one physical call and records it.
+func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hedge bool, t ticket, fn func(context.Context) (T, error)) (T, error, Kind) {
+	start := g.clock.Now()
+	v, err := fn(cctx)
+	end := g.clock.Now()
+	kind := classify(ctx, cctx, err)
+	lat := end.Sub(start)
+	// A call cut short by the caller tells us nothing about the dependency.
+	if kind != KindDeadline {
+		slow := lat >= s.slow
+		s.window.record(end, kindCounter(kind), slow, lat)
+		if n > 1 {
+			s.window.add(end, cRetry)
+		}
+		if hedge {
+			s.window.add(end, cHedge)
+		}
+		if t.probe {
+			g.notifyState(g.breaker.onProbeDone(t, kind == KindSuccess || kind == KindBadRequest, false, end, &s.cfg.Breaker))
+		} else if (kind == KindFailure || kind == KindTimeout || slow) && Force(g.breaker.force.Load()) == ForceNone {
+			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker))
+		}
+	} else if t.probe {
+		g.notifyState(g.breaker.onProbeDone(t, false, true, end, &s.cfg.Breaker))
+	}
+	if g.listener != nil {
+		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Attempt: n, Hedge: hedge, Probe: t.probe, Start: start, Duration: lat, Err: err})
+	}
+	return v, err, kind
+}
+
+// classify turns fn's result into a kind. Whose clock ran out matters: the
+// sub-budget expiring is the dependency's timeout; the caller's deadline or
+// cancellation is not the dependency's fault.
+func classify(ctx, cctx context.Context, err error) Kind {
+	if cctx.Err() != nil && context.Cause(cctx) == errHedgeLost {
+		return KindDeadline // the other attempt answered first
+	}
+	if err == nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			// An answer that arrived after the budget is a timeout: the
+			// caller could not have waited for it.
+			return KindTimeout
+		}
+		return KindSuccess
+	}
+	if ctx.Err() != nil {
+		return KindDeadline
+	}
+	if cctx.Err() != nil {
+		return KindTimeout
+	}
+	k := KindOf(err)
+	if k == KindDeadline {
+		// fn reported a context error of its own making (e.g. its own
+		// client timeout): the dependency was too slow.
+		return KindTimeout
+	}
+	return k
+}
+
+// mayRetry reports whether another attempt is worth making: the breaker is
+// not open, the retry budget over the window has room, and the remaining
+// sub-budget can hold a backoff plus a typical attempt. It waits the backoff.
+func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
+	if g.breaker.reported() != StateClosed && g.breaker.reported() != StateForcedClosed {
+		return false
+	}
+	now := g.clock.Now()
+	if !g.retryBudgetLeft(s, now) {
+		return false
+	}
+	backoff := s.cfg.Retry.Backoff
+	if backoff > 0 {
+		backoff = time.Duration(rand.Int64N(int64(backoff)) + 1) // full jitter
+	}
+	if dl, ok := cctx.Deadline(); ok && time.Until(dl) < backoff+g.typicalLatency(s, now) {
+		return false
+	}
+	if backoff <= 0 {
+		return true
+	}
+	t := g.clock.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-cctx.Done():
+		return false
+	}
+}
+
+// retryBudgetLeft: retries and hedges in the window stay under BudgetPercent
+// of calls, with BudgetMin always allowed. This is what keeps an outage from
+// multiplying the load on a sick dependency.
+func (g *Guard) retryBudgetLeft(s *settings, now time.Time) bool {
+	c := s.window.counts(now, time.Time{})
+	extra := c[cRetry] + c[cHedge]
+	calls := c[cSuccess] + c[cFailure] + c[cTimeout] + c[cBadRequest] - extra
+	allowed := int64(float64(calls)*s.cfg.Retry.BudgetPercent/100) + int64(s.cfg.Retry.BudgetMin)
+	return extra < allowed
+}
+
+func (g *Guard) refreshStats(s *settings, now time.Time) {
+	if now.UnixNano()-g.statsAt.Load() < int64(refreshEvery) {
+		return
+	}
+	if !g.statsMu.TryLock() {
+		return // someone else is refreshing; their figures will do
+	}
+	defer g.statsMu.Unlock()
+	h := s.window.histogram(now)
+	g.typical.Store(int64(h.quantile(0.5)))
+	g.hedgeWait.Store(int64(h.quantile(s.cfg.Hedge.Percentile / 100)))
+	g.statsAt.Store(now.UnixNano())
+}
+
+func (g *Guard) typicalLatency(s *settings, now time.Time) time.Duration {
+	g.refreshStats(s, now)
+	return time.Duration(g.typical.Load())
+}
+
+func (g *Guard) hedgeDelay(s *settings, now time.Time) time.Duration {
+	g.refreshStats(s, now)
+	return max(time.Duration(g.hedgeWait.Load()), s.cfg.Hedge.MinDelay)
+}
+
+// maxWait is how long a call may queue for a slot.
+func (g *Guard) maxWait(cfg *Config, budget time.Duration) time.Duration {
+	if cfg.Bulkhead.MaxWait > 0 && cfg.Bulkhead.MaxWait < budget {
+		return cfg.Bulkhead.MaxWait
+	}
+	return budget
+}
+
+// refuse records and reports a call that never reached the dependency.
+func (g *Guard) refuse(ctx context.Context, s *settings, now time.Time, kind Kind, cause error) error {
+	if kind != KindDeadline {
+		s.window.add(now, kindCounter(kind))
+	}
+	if g.listener != nil {
+		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Start: now, Err: cause})
+	}
+	return &Error{Dependency: g.name, Kind: kind, Err: cause}
+}
+
+func (g *Guard) notifyState(c *StateChange) {
+	if c == nil || g.listener == nil {
+		return
+	}
+	c.Dependency = g.name
+	g.listener.OnStateChange(*c)
+}
+
+// errHedgeLost is the cause given to the losing attempt of a hedge.
+var errHedgeLost = errors.New("resilience: hedge lost")

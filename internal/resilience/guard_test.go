@@ -1,0 +1,691 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type recorder struct {
+	mu      sync.Mutex
+	events  []Event
+	changes []StateChange
+	onState func(StateChange)
+}
+
+func (r *recorder) OnEvent(_ context.Context, e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) OnStateChange(c StateChange) {
+	r.mu.Lock()
+	r.changes = append(r.changes, c)
+	f := r.onState
+	r.mu.Unlock()
+	if f != nil {
+		f(c)
+	}
+}
+
+func (r *recorder) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.events))
+	for i, e := range r.events {
+		out[i] = e.Name()
+	}
+	return out
+}
+
+func (r *recorder) transitions() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.changes))
+	for i, c := range r.changes {
+		out[i] = c.From.String() + ">" + c.To.String()
+	}
+	return out
+}
+
+func mustGuard(t *testing.T, cfg Config, opts ...Option) *Guard {
+	t.Helper()
+	g, err := New("dep", cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+var errBoom = errors.New("boom")
+
+func ok(context.Context) (string, error)   { return "ok", nil }
+func fail(context.Context) (string, error) { return "", errBoom }
+func badReq(context.Context) (string, error) {
+	return "", BadRequest(errors.New("no such order"))
+}
+
+// blockUntilDone waits for its context, like an HTTP call to a hung server.
+func blockUntilDone(ctx context.Context) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+func TestKinds(t *testing.T) {
+	clk := newFakeClock()
+	tests := []struct {
+		name string
+		cfg  Config
+		ctx  func() (context.Context, context.CancelFunc)
+		fn   func(context.Context) (string, error)
+		want Kind
+		is   error
+	}{
+		{"success", Config{}, bg, ok, KindSuccess, nil},
+		{"failure", Config{Retry: RetryConfig{MaxAttempts: 1}}, bg, fail, KindFailure, ErrFailure},
+		{"bad request", Config{}, bg, badReq, KindBadRequest, ErrBadRequest},
+		{"sub-budget timeout", Config{Timeout: 5 * time.Millisecond}, bg, blockUntilDone, KindTimeout, ErrTimeout},
+		{"caller's deadline", Config{Timeout: time.Hour}, withTimeout(5 * time.Millisecond), blockUntilDone, KindDeadline, ErrDeadline},
+		{"no budget left", Config{}, withTimeout(-time.Second), ok, KindDeadline, ErrDeadline},
+		{"answer after budget", Config{Timeout: 5 * time.Millisecond}, bg, func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			return "late", nil
+		}, KindTimeout, ErrTimeout},
+		{"fn's own deadline error", Config{}, bg, func(context.Context) (string, error) {
+			return "", fmt.Errorf("client: %w", context.DeadlineExceeded)
+		}, KindTimeout, ErrTimeout},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			g := mustGuard(t, tc.cfg, WithClock(clk), WithListener(rec))
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			v, err := Do(ctx, g, tc.fn)
+			if got := KindOf(err); got != tc.want {
+				t.Fatalf("kind = %v, want %v (err %v)", got, tc.want, err)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Fatalf("errors.Is(%v, %v) = false", err, tc.is)
+			}
+			if tc.want == KindSuccess && v != "ok" {
+				t.Fatalf("value = %q", v)
+			}
+			if tc.want != KindSuccess && v != "" {
+				t.Fatalf("a failed call returned value %q", v)
+			}
+			if names := rec.names(); names[len(names)-1] != tc.want.String() {
+				t.Fatalf("events %v, want last %v", names, tc.want)
+			}
+		})
+	}
+}
+
+func bg() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
+
+func withTimeout(d time.Duration) func() (context.Context, context.CancelFunc) {
+	return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
+}
+
+func TestErrorWrapsCause(t *testing.T) {
+	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 1}})
+	_, err := Do(context.Background(), g, fail)
+	if !errors.Is(err, errBoom) || !errors.Is(err, ErrFailure) {
+		t.Fatalf("err %v should wrap both the cause and ErrFailure", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Dependency != "dep" || e.Attempts != 1 {
+		t.Fatalf("err = %#v", err)
+	}
+}
+
+func breakerCfg() Config {
+	return Config{
+		Breaker: BreakerConfig{MinRequests: 4, ErrorPercent: 50, SleepWindow: 5 * time.Second, HalfOpenProbes: 2},
+		Retry:   RetryConfig{MaxAttempts: 1},
+	}
+}
+
+func TestBreakerOpensOnErrorRateAndRecoversThroughHalfOpen(t *testing.T) {
+	clk := newFakeClock()
+	rec := &recorder{}
+	g := mustGuard(t, breakerCfg(), WithClock(clk), WithListener(rec))
+	ctx := context.Background()
+
+	// Below the minimum volume nothing opens, whatever the rate.
+	for range 3 {
+		Do(ctx, g, fail)
+	}
+	if s := g.breaker.reported(); s != StateClosed {
+		t.Fatalf("opened below min volume: %v", s)
+	}
+	Do(ctx, g, fail) // 4 calls, 100% errors
+	if s := g.breaker.reported(); s != StateOpen {
+		t.Fatalf("state = %v, want OPEN", s)
+	}
+	calls := 0
+	counting := func(context.Context) (string, error) { calls++; return "ok", nil }
+	if _, err := Do(ctx, g, counting); !errors.Is(err, ErrShortCircuited) || calls != 0 {
+		t.Fatalf("open breaker let a call through: err %v calls %d", err, calls)
+	}
+
+	clk.Advance(5 * time.Second)
+	// Half-open: two probes admitted, a third is short-circuited while they run.
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	probe := func(context.Context) (string, error) { started <- struct{}{}; <-release; return "ok", nil }
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { Do(ctx, g, probe) })
+	}
+	<-started
+	<-started
+	if s := g.breaker.reported(); s != StateHalfOpen {
+		t.Fatalf("state = %v, want HALF_OPEN", s)
+	}
+	if _, err := Do(ctx, g, counting); !errors.Is(err, ErrShortCircuited) || calls != 0 {
+		t.Fatalf("half-open admitted more probes than configured: %v", err)
+	}
+	close(release)
+	wg.Wait()
+	if s := g.breaker.reported(); s != StateClosed {
+		t.Fatalf("state = %v after good probes, want CLOSED", s)
+	}
+	// The failures before the close no longer count.
+	Do(ctx, g, fail)
+	if s := g.breaker.reported(); s != StateClosed {
+		t.Fatalf("old failures re-opened the breaker")
+	}
+	want := []string{"CLOSED>OPEN", "OPEN>HALF_OPEN", "HALF_OPEN>CLOSED"}
+	if got := rec.transitions(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("transitions %v, want %v", got, want)
+	}
+}
+
+func TestBreakerFailedProbeReopens(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, breakerCfg(), WithClock(clk))
+	ctx := context.Background()
+	for range 4 {
+		Do(ctx, g, fail)
+	}
+	clk.Advance(5 * time.Second)
+	if _, err := Do(ctx, g, fail); !errors.Is(err, ErrFailure) {
+		t.Fatalf("probe err %v", err)
+	}
+	if s := g.breaker.reported(); s != StateOpen {
+		t.Fatalf("state %v, want OPEN after a failed probe", s)
+	}
+	// And it waits a full sleep window again.
+	clk.Advance(4 * time.Second)
+	if _, err := Do(ctx, g, ok); !errors.Is(err, ErrShortCircuited) {
+		t.Fatalf("re-opened breaker let a call through before its sleep window: %v", err)
+	}
+}
+
+func TestBreakerIgnoresBadRequestsAndCallerCancellation(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, breakerCfg(), WithClock(clk))
+	for range 10 {
+		Do(context.Background(), g, badReq)
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 10 {
+		Do(cctx, g, fail)
+	}
+	if s := g.breaker.reported(); s != StateClosed {
+		t.Fatalf("bad requests or cancellations opened the breaker: %v", s)
+	}
+}
+
+func TestBreakerOpensOnSlowCalls(t *testing.T) {
+	clk := newFakeClock()
+	cfg := breakerCfg()
+	cfg.Breaker.SlowCallDuration = 100 * time.Millisecond
+	cfg.Breaker.SlowCallPercent = 50
+	g := mustGuard(t, cfg, WithClock(clk))
+	slowOK := func(context.Context) (string, error) { clk.Advance(150 * time.Millisecond); return "ok", nil }
+	for range 4 {
+		if _, err := Do(context.Background(), g, slowOK); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := g.breaker.reported(); s != StateOpen {
+		t.Fatalf("state %v, want OPEN after only slow calls", s)
+	}
+}
+
+func TestBreakerWindowForgets(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, breakerCfg(), WithClock(clk))
+	for range 3 {
+		Do(context.Background(), g, fail)
+	}
+	clk.Advance(11 * time.Second) // the 10 s window has rolled past them
+	Do(context.Background(), g, fail)
+	if s := g.breaker.reported(); s != StateClosed {
+		t.Fatalf("failures outside the window counted: %v", s)
+	}
+}
+
+func TestForceBreaker(t *testing.T) {
+	clk := newFakeClock()
+	rec := &recorder{}
+	g := mustGuard(t, breakerCfg(), WithClock(clk), WithListener(rec))
+	g.ForceBreaker(ForceOpen)
+	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrShortCircuited) {
+		t.Fatalf("forced open: %v", err)
+	}
+	g.ForceBreaker(ForceClosed)
+	for range 10 {
+		Do(context.Background(), g, fail)
+	}
+	if _, err := Do(context.Background(), g, ok); err != nil {
+		t.Fatalf("forced closed short-circuited: %v", err)
+	}
+	g.ForceBreaker(ForceNone)
+	// Automatic again: the failures seen while forced closed open it.
+	Do(context.Background(), g, fail)
+	if s := g.breaker.reported(); s != StateOpen {
+		t.Fatalf("state %v, want OPEN", s)
+	}
+	want := []string{"CLOSED>FORCED_OPEN", "FORCED_OPEN>FORCED_CLOSED", "FORCED_CLOSED>CLOSED", "CLOSED>OPEN"}
+	if got := rec.transitions(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("transitions %v, want %v", got, want)
+	}
+}
+
+func TestListenerMayReadGuardOnStateChange(t *testing.T) {
+	// Callbacks run outside the breaker's lock: reading the guard from one
+	// must not deadlock.
+	clk := newFakeClock()
+	rec := &recorder{}
+	g := mustGuard(t, breakerCfg(), WithClock(clk), WithListener(rec))
+	var snaps []Snapshot
+	rec.onState = func(StateChange) { snaps = append(snaps, g.Snapshot(0)) }
+	for range 4 {
+		Do(context.Background(), g, fail)
+	}
+	if len(snaps) != 1 || snaps[0].Breaker != StateOpen {
+		t.Fatalf("snapshots %+v", snaps)
+	}
+}
+
+func TestBulkheadRejectsAtOnceWhenFull(t *testing.T) {
+	g := mustGuard(t, Config{Bulkhead: BulkheadConfig{MaxConcurrent: 2}})
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	hold := func(context.Context) (string, error) { started <- struct{}{}; <-release; return "ok", nil }
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { Do(context.Background(), g, hold) })
+	}
+	<-started
+	<-started
+	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
+		t.Fatalf("third call: %v, want rejected", err)
+	}
+	close(release)
+	wg.Wait()
+	if _, err := Do(context.Background(), g, ok); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if n := g.bulkhead.inUse.Load(); n != 0 {
+		t.Fatalf("in use %d after all returned", n)
+	}
+}
+
+func TestBulkheadQueue(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, Config{Bulkhead: BulkheadConfig{MaxConcurrent: 1, MaxQueue: 1, MaxWait: time.Second}}, WithClock(clk))
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	hold := func(context.Context) (string, error) { started <- struct{}{}; <-release; return "ok", nil }
+	var wg sync.WaitGroup
+	wg.Go(func() { Do(context.Background(), g, hold) })
+	<-started
+
+	queuedDone := make(chan error, 1)
+	go func() { _, err := Do(context.Background(), g, ok); queuedDone <- err }()
+	waitFor(t, func() bool { return g.bulkhead.queued.Load() == 1 })
+	// Queue full: the next one is rejected at once.
+	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
+		t.Fatalf("over the queue: %v", err)
+	}
+	close(release)
+	if err := <-queuedDone; err != nil {
+		t.Fatalf("queued call: %v", err)
+	}
+	wg.Wait()
+
+	// A queued call gives up after MaxWait.
+	release2 := make(chan struct{})
+	wg.Go(func() {
+		Do(context.Background(), g, func(context.Context) (string, error) { started <- struct{}{}; <-release2; return "", nil })
+	})
+	<-started
+	go func() { _, err := Do(context.Background(), g, ok); queuedDone <- err }()
+	waitFor(t, func() bool { return g.bulkhead.queued.Load() == 1 && clk.pending() == 1 })
+	clk.Advance(time.Second)
+	if err := <-queuedDone; !errors.Is(err, ErrRejected) {
+		t.Fatalf("waited past MaxWait: %v", err)
+	}
+	close(release2)
+	wg.Wait()
+}
+
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		t.mu.Lock()
+		if !t.stopped {
+			n++
+		}
+		t.mu.Unlock()
+	}
+	return n
+}
+
+// waitFor polls a condition another goroutine makes true; it bounds the wait
+// so a broken guard fails the test instead of hanging it.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTimedOutCallKeepsItsSlotUntilItReturns(t *testing.T) {
+	g := mustGuard(t, Config{Timeout: 5 * time.Millisecond, Bulkhead: BulkheadConfig{MaxConcurrent: 1}})
+	// fn ignores the cancellation for a while: the slot must stay taken.
+	unblock := make(chan struct{})
+	var inUseDuring int64
+	done := make(chan error, 1)
+	go func() {
+		_, err := Do(context.Background(), g, func(ctx context.Context) (string, error) {
+			<-ctx.Done()
+			<-unblock
+			return "", ctx.Err()
+		})
+		done <- err
+	}()
+	waitFor(t, func() bool { return g.bulkhead.inUse.Load() == 1 })
+	time.Sleep(10 * time.Millisecond) // let the 5 ms sub-budget expire for real
+	inUseDuring = g.bulkhead.inUse.Load()
+	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
+		t.Fatalf("second call got a slot held by unfinished work: %v", err)
+	}
+	close(unblock)
+	if err := <-done; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err %v", err)
+	}
+	if inUseDuring != 1 {
+		t.Fatalf("in use %d while work unwinds", inUseDuring)
+	}
+}
+
+func TestRetry(t *testing.T) {
+	clk := newFakeClock()
+	clk.auto = true
+	rec := &recorder{}
+	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 3}}, WithClock(clk), WithListener(rec))
+	n := 0
+	flaky := func(context.Context) (string, error) {
+		n++
+		if n < 3 {
+			return "", errBoom
+		}
+		return "ok", nil
+	}
+	if v, err := Do(context.Background(), g, flaky); err != nil || v != "ok" {
+		t.Fatalf("v %q err %v", v, err)
+	}
+	if got := fmt.Sprint(rec.names()); got != "[failure failure success]" {
+		t.Fatalf("events %s", got)
+	}
+	// Bad requests and timeouts are not retried.
+	n = 0
+	Do(context.Background(), g, func(context.Context) (string, error) { n++; return badReq(nil) })
+	if n != 1 {
+		t.Fatalf("bad request retried: %d attempts", n)
+	}
+}
+
+func TestRetryStopsWhenBudgetCannotHoldAnAttempt(t *testing.T) {
+	clk := newFakeClock()
+	clk.auto = true
+	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 3, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}}, WithClock(clk))
+	// Teach the guard that an attempt typically takes 300 ms.
+	slow := func(context.Context) (string, error) { clk.Advance(300 * time.Millisecond); return "ok", nil }
+	for range 5 {
+		Do(context.Background(), g, slow)
+	}
+	clk.Advance(refreshEvery)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	n := 0
+	Do(ctx, g, func(context.Context) (string, error) { n++; return "", errBoom })
+	if n != 1 {
+		t.Fatalf("retried with 100 ms left for a 300 ms dependency: %d attempts", n)
+	}
+}
+
+func TestRetryBudgetBoundsAttemptsDuringAnOutage(t *testing.T) {
+	clk := newFakeClock()
+	clk.auto = true
+	cfg := Config{
+		Retry:   RetryConfig{MaxAttempts: 3, BudgetPercent: 20, BudgetMin: 5},
+		Breaker: BreakerConfig{MinRequests: 1_000_000}, // keep it closed: test the budget alone
+	}
+	g := mustGuard(t, cfg, WithClock(clk))
+	attempts := 0
+	const calls = 200
+	for range calls {
+		Do(context.Background(), g, func(context.Context) (string, error) { attempts++; return "", errBoom })
+	}
+	retries := attempts - calls
+	if max := calls*20/100 + 5; retries > max {
+		t.Fatalf("%d retries for %d calls, budget allows %d", retries, calls, max)
+	}
+	if retries < 5 {
+		t.Fatalf("only %d retries: the budget's minimum was not used", retries)
+	}
+}
+
+func TestNoRetryWhileBreakerOpen(t *testing.T) {
+	clk := newFakeClock()
+	clk.auto = true
+	cfg := breakerCfg()
+	cfg.Retry.MaxAttempts = 3
+	cfg.Breaker.MinRequests = 1
+	g := mustGuard(t, cfg, WithClock(clk))
+	n := 0
+	Do(context.Background(), g, func(context.Context) (string, error) { n++; return "", errBoom })
+	if n != 1 {
+		t.Fatalf("retried after the breaker opened: %d attempts", n)
+	}
+}
+
+func TestHedgeWinsAndLoserIsCancelled(t *testing.T) {
+	clk := newFakeClock()
+	clk.auto = true // the hedge delay elapses at once
+	rec := &recorder{}
+	g := mustGuard(t, Config{Hedge: HedgeConfig{Enabled: true}}, WithClock(clk), WithListener(rec))
+	var mu sync.Mutex
+	n := 0
+	loserCancelled := make(chan struct{})
+	fn := func(ctx context.Context) (string, error) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			<-ctx.Done() // the primary hangs until the hedge wins
+			close(loserCancelled)
+			return "", ctx.Err()
+		}
+		return "hedge", nil
+	}
+	v, err := Do(context.Background(), g, fn)
+	if err != nil || v != "hedge" {
+		t.Fatalf("v %q err %v", v, err)
+	}
+	select {
+	case <-loserCancelled:
+	default:
+		t.Fatal("Do returned before the losing attempt did")
+	}
+	if g.bulkhead.inUse.Load() != 0 {
+		t.Fatalf("slots leaked: %d", g.bulkhead.inUse.Load())
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var hedges int
+	for _, e := range rec.events {
+		if e.Hedge {
+			hedges++
+			if e.Kind != KindSuccess {
+				t.Fatalf("hedge event %v", e.Name())
+			}
+		}
+	}
+	if hedges != 1 {
+		t.Fatalf("%d hedge events", hedges)
+	}
+}
+
+func TestFallbackEvents(t *testing.T) {
+	rec := &recorder{}
+	g := mustGuard(t, Config{FallbackTimeout: 5 * time.Millisecond}, WithListener(rec))
+	v, err := Fallback(context.Background(), g, errBoom, func(_ context.Context, cause error) (string, error) {
+		if !errors.Is(cause, errBoom) {
+			t.Errorf("cause %v", cause)
+		}
+		return "cached", nil
+	})
+	if err != nil || v != "cached" {
+		t.Fatalf("v %q err %v", v, err)
+	}
+	_, err = Fallback(context.Background(), g, errBoom, func(ctx context.Context, _ error) (string, error) {
+		<-ctx.Done() // bounded by FallbackTimeout
+		return "", ctx.Err()
+	})
+	if err == nil {
+		t.Fatal("hung fallback succeeded")
+	}
+	if got := fmt.Sprint(rec.names()); got != "[fallback_success fallback_failure]" {
+		t.Fatalf("events %s", got)
+	}
+}
+
+func TestReconfigureWhileInFlight(t *testing.T) {
+	g := mustGuard(t, Config{Bulkhead: BulkheadConfig{MaxConcurrent: 1}})
+	release := make(chan struct{})
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := Do(context.Background(), g, func(context.Context) (string, error) { close(started); <-release; return "ok", nil })
+		done <- err
+	}()
+	<-started
+	if err := g.Reconfigure(Config{Bulkhead: BulkheadConfig{MaxConcurrent: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Do(context.Background(), g, ok); err != nil {
+		t.Fatalf("new capacity not in force: %v", err)
+	}
+	bad := Config{Breaker: BreakerConfig{ErrorPercent: 200}}
+	if err := g.Reconfigure(bad); err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	if g.Config().Bulkhead.MaxConcurrent != 2 {
+		t.Fatal("invalid config changed the settings")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSnapshotAndRecommendedTimeout(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, Config{
+		Timeout: 50 * time.Millisecond,
+		Retry:   RetryConfig{MaxAttempts: 1},
+		Breaker: BreakerConfig{Window: time.Minute},
+	}, WithClock(clk))
+	for i := range 1000 {
+		d := 20 * time.Millisecond
+		if i%100 == 0 {
+			d = 40 * time.Millisecond // a 1% tail
+		}
+		Do(context.Background(), g, func(context.Context) (string, error) { clk.Advance(d); return "ok", nil })
+	}
+	Do(context.Background(), g, fail)
+	s := g.Snapshot(100 * time.Millisecond)
+	if s.Counts["success"] != 1000 || s.Counts["failure"] != 1 {
+		t.Fatalf("counts %v", s.Counts)
+	}
+	within := func(got, want time.Duration) bool { return got >= want && got <= want*9/8 }
+	if !within(s.Latency.P50, 20*time.Millisecond) || !within(s.Latency.P999, 40*time.Millisecond) {
+		t.Fatalf("latency %+v", s.Latency)
+	}
+	if s.RecommendedTimeout < 3*s.Latency.P99 || s.RecommendedTimeout < 2*s.Latency.P999 {
+		t.Fatalf("recommended %v for %+v", s.RecommendedTimeout, s.Latency)
+	}
+	if len(s.Warnings) != 1 {
+		t.Fatalf("want the does-not-fit-the-deadline warning, got %q", s.Warnings)
+	}
+}
+
+func TestConfigValidateNamesKey(t *testing.T) {
+	tests := map[string]Config{
+		"timeout":                   {Timeout: -1},
+		"bulkhead.max_concurrent":   {Bulkhead: BulkheadConfig{MaxConcurrent: -3}},
+		"breaker.window":            {Breaker: BreakerConfig{Window: time.Millisecond}},
+		"breaker.error_percent":     {Breaker: BreakerConfig{ErrorPercent: 101}},
+		"breaker.half_open_probes":  {Breaker: BreakerConfig{HalfOpenProbes: -1}},
+		"retry.max_attempts":        {Retry: RetryConfig{MaxAttempts: 11}},
+		"retry.max_backoff":         {Retry: RetryConfig{Backoff: time.Second, MaxBackoff: time.Millisecond}},
+		"hedge.percentile":          {Hedge: HedgeConfig{Percentile: 100}},
+		"bulkhead.max_queue":        {Bulkhead: BulkheadConfig{MaxQueue: -1}},
+		"breaker.slow_call_percent": {Breaker: BreakerConfig{SlowCallPercent: -5}},
+	}
+	for key, cfg := range tests {
+		err := cfg.WithDefaults().Validate()
+		if err == nil || !containsKey(err.Error(), key) {
+			t.Errorf("%s: err %v", key, err)
+		}
+	}
+	if err := (Config{}).WithDefaults().Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+}
+
+func containsKey(msg, key string) bool {
+	return len(msg) >= len(key) && (msg[:len(key)] == key || contains(msg, "\n"+key))
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
