@@ -1,0 +1,435 @@
+package config_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/orderagg/orderagg/internal/config"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env turns a map into a getenv function.
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestParseServeDefaults(t *testing.T) {
+	got, err := config.ParseServe(nil, nil)
+	if err != nil {
+		t.Fatalf("ParseServe(nil, nil): %v", err)
+	}
+	want := config.Serve{
+		Addr:            "127.0.0.1:8080",
+		Deadline:        1500 * time.Millisecond,
+		Reserve:         100 * time.Millisecond,
+		MaxInflight:     1024,
+		ShutdownTimeout: 10 * time.Second,
+		LogLevel:        "info",
+		Dependencies:    config.DefaultDependencies(),
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseServe(nil, nil) =\n%+v\nwant\n%+v", got, want)
+	}
+	if !reflect.DeepEqual(config.DefaultServe(), want) {
+		t.Errorf("DefaultServe() = %+v, want %+v", config.DefaultServe(), want)
+	}
+	if !got.EmbeddedDownstreams() {
+		t.Error("EmbeddedDownstreams() = false with no URLs")
+	}
+	if got.SlogLevel() != slog.LevelInfo {
+		t.Errorf("SlogLevel() = %v, want INFO", got.SlogLevel())
+	}
+}
+
+func TestParseSimDefaults(t *testing.T) {
+	got, err := config.ParseSim(nil, nil)
+	if err != nil {
+		t.Fatalf("ParseSim(nil, nil): %v", err)
+	}
+	if want := (config.Sim{Addr: "127.0.0.1:9100", LogLevel: "info"}); got != want || config.DefaultSim() != want {
+		t.Errorf("ParseSim(nil, nil) = %+v, DefaultSim() = %+v, want %+v", got, config.DefaultSim(), want)
+	}
+}
+
+// serveCases set every serve flag to a non-default value; each is used both
+// as a flag and as its environment twin.
+var serveCases = []struct {
+	flag, value string
+	get         func(config.Serve) any
+	want        any
+}{
+	{"addr", "0.0.0.0:9000", func(s config.Serve) any { return s.Addr }, "0.0.0.0:9000"},
+	{"redis-url", "rediss://:pw@cache:6380/1", func(s config.Serve) any { return s.RedisURL }, "rediss://:pw@cache:6380/1"},
+	{"deadline", "2s", func(s config.Serve) any { return s.Deadline }, 2 * time.Second},
+	{"reserve", "150ms", func(s config.Serve) any { return s.Reserve }, 150 * time.Millisecond},
+	{"max-inflight", "64", func(s config.Serve) any { return s.MaxInflight }, 64},
+	{"shutdown-timeout", "3s", func(s config.Serve) any { return s.ShutdownTimeout }, 3 * time.Second},
+	{"log-level", "DEBUG", func(s config.Serve) any { return s.LogLevel }, "debug"},
+	{"admin-token", "s3cret", func(s config.Serve) any { return s.AdminToken }, "s3cret"},
+}
+
+func TestServeFlagAndEnvTwin(t *testing.T) {
+	for _, tc := range serveCases {
+		t.Run(tc.flag, func(t *testing.T) {
+			fromFlag, err := config.ParseServe([]string{"--" + tc.flag, tc.value}, nil)
+			if err != nil {
+				t.Fatalf("flag: %v", err)
+			}
+			envVar := "ORDERAGG_" + strings.ToUpper(strings.ReplaceAll(tc.flag, "-", "_"))
+			fromEnv, err := config.ParseServe(nil, env(map[string]string{envVar: tc.value}))
+			if err != nil {
+				t.Fatalf("env %s: %v", envVar, err)
+			}
+			if got := tc.get(fromFlag); got != tc.want {
+				t.Errorf("--%s %s: got %v, want %v", tc.flag, tc.value, got, tc.want)
+			}
+			if got := tc.get(fromEnv); got != tc.want {
+				t.Errorf("%s=%s: got %v, want %v", envVar, tc.value, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServeGroupedFlags(t *testing.T) {
+	urls := []string{
+		"--order-url", "http://sim:9100", "--inventory-url", "http://sim:9100",
+		"--coupon-url", "https://coupon.internal/api", "--logistics-url", "http://sim:9100/",
+		"--admin-addr", "127.0.0.1:0", "--admin-token", "t",
+	}
+	s, err := config.ParseServe(urls, nil)
+	if err != nil {
+		t.Fatalf("ParseServe: %v", err)
+	}
+	if s.OrderURL != "http://sim:9100" || s.CouponURL != "https://coupon.internal/api" || s.LogisticsURL != "http://sim:9100/" {
+		t.Errorf("URLs not set: %+v", s)
+	}
+	if s.EmbeddedDownstreams() {
+		t.Error("EmbeddedDownstreams() = true with all four URLs")
+	}
+	if s.AdminAddr != "127.0.0.1:0" {
+		t.Errorf("AdminAddr = %q", s.AdminAddr)
+	}
+
+	e := env(map[string]string{
+		"ORDERAGG_ORDER_URL": "http://a", "ORDERAGG_INVENTORY_URL": "http://b",
+		"ORDERAGG_COUPON_URL": "http://c", "ORDERAGG_LOGISTICS_URL": "http://d",
+		"ORDERAGG_ADMIN_ADDR": ":9090", "ORDERAGG_ADMIN_TOKEN": "t",
+	})
+	s, err = config.ParseServe(nil, e)
+	if err != nil {
+		t.Fatalf("ParseServe from env: %v", err)
+	}
+	if s.OrderURL != "http://a" || s.InventoryURL != "http://b" || s.CouponURL != "http://c" || s.LogisticsURL != "http://d" || s.AdminAddr != ":9090" {
+		t.Errorf("env twins not applied: %+v", s)
+	}
+}
+
+func TestSimFlagAndEnvTwin(t *testing.T) {
+	s, err := config.ParseSim([]string{"-addr=:0", "--log-level", "warn"}, env(map[string]string{"ORDERAGG_ADDR": "bad"}))
+	if err != nil {
+		t.Fatalf("ParseSim: %v", err)
+	}
+	if s.Addr != ":0" || s.LogLevel != "warn" || s.SlogLevel() != slog.LevelWarn {
+		t.Errorf("ParseSim = %+v", s)
+	}
+	s, err = config.ParseSim(nil, env(map[string]string{"ORDERAGG_ADDR": "127.0.0.1:9200", "ORDERAGG_LOG_LEVEL": "error"}))
+	if err != nil {
+		t.Fatalf("ParseSim from env: %v", err)
+	}
+	if s.Addr != "127.0.0.1:9200" || s.SlogLevel() != slog.LevelError {
+		t.Errorf("ParseSim from env = %+v", s)
+	}
+}
+
+func TestFlagsBeatEnvironment(t *testing.T) {
+	e := env(map[string]string{
+		"ORDERAGG_DEADLINE":     "not-even-a-duration", // never parsed: the flag wins
+		"ORDERAGG_MAX_INFLIGHT": "7",
+		"ORDERAGG_ADDR":         "127.0.0.1:1",
+	})
+	s, err := config.ParseServe([]string{"--deadline=2s", "--addr", "127.0.0.1:2"}, e)
+	if err != nil {
+		t.Fatalf("ParseServe: %v", err)
+	}
+	if s.Deadline != 2*time.Second || s.Addr != "127.0.0.1:2" {
+		t.Errorf("flag lost to env: deadline %v addr %q", s.Deadline, s.Addr)
+	}
+	if s.MaxInflight != 7 {
+		t.Errorf("env lost to default: max inflight %d", s.MaxInflight)
+	}
+}
+
+func TestEmptyEnvironmentVariableIsUnset(t *testing.T) {
+	s, err := config.ParseServe(nil, env(map[string]string{"ORDERAGG_ADDR": "", "ORDERAGG_DEADLINE": ""}))
+	if err != nil {
+		t.Fatalf("ParseServe: %v", err)
+	}
+	if s.Addr != "127.0.0.1:8080" || s.Deadline != 1500*time.Millisecond {
+		t.Errorf("empty variables replaced defaults: %+v", s)
+	}
+}
+
+func TestServeBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string // substrings of the one-line message
+	}{
+		{"bad duration", []string{"--deadline", "abc"}, nil,
+			[]string{`invalid value "abc" for --deadline (ORDERAGG_DEADLINE): time: invalid duration "abc"`}},
+		{"bad duration from env", nil, map[string]string{"ORDERAGG_RESERVE": "5"},
+			[]string{`invalid value "5" for --reserve (ORDERAGG_RESERVE)`, "missing unit"}},
+		{"zero duration", []string{"--shutdown-timeout", "0s"}, nil,
+			[]string{"--shutdown-timeout (ORDERAGG_SHUTDOWN_TIMEOUT)", "must be positive"}},
+		{"negative duration", []string{"--deadline=-1s"}, nil,
+			[]string{"--deadline (ORDERAGG_DEADLINE)", "must be positive, got -1s"}},
+		{"not a number", []string{"--max-inflight", "many"}, nil,
+			[]string{`invalid value "many" for --max-inflight (ORDERAGG_MAX_INFLIGHT): must be a whole number`}},
+		{"zero size", nil, map[string]string{"ORDERAGG_MAX_INFLIGHT": "0"},
+			[]string{"--max-inflight (ORDERAGG_MAX_INFLIGHT)", "must be positive, got 0"}},
+		{"negative size", []string{"--max-inflight", "-3"}, nil,
+			[]string{"--max-inflight (ORDERAGG_MAX_INFLIGHT)", "must be positive, got -3"}},
+		{"URL without scheme", []string{"--order-url", "sim:9100"}, nil,
+			[]string{"--order-url (ORDERAGG_ORDER_URL)", "scheme must be http or https"}},
+		{"URL without host", []string{"--coupon-url", "http:///x"}, nil,
+			[]string{"--coupon-url (ORDERAGG_COUPON_URL)", "missing host"}},
+		{"URL with query", []string{"--logistics-url", "http://h/?a=1"}, nil,
+			[]string{"--logistics-url (ORDERAGG_LOGISTICS_URL)", "no query"}},
+		{"unparsable URL", []string{"--inventory-url", "http://[::1"}, nil,
+			[]string{"--inventory-url (ORDERAGG_INVENTORY_URL)"}},
+		{"redis URL with http scheme", []string{"--redis-url", "http://cache:6379"}, nil,
+			[]string{"--redis-url (ORDERAGG_REDIS_URL)", "scheme must be redis or rediss"}},
+		{"addr without port", []string{"--addr", "localhost"}, nil,
+			[]string{"--addr (ORDERAGG_ADDR)", "want host:port"}},
+		{"addr with bad port", []string{"--addr", "localhost:99999"}, nil,
+			[]string{"--addr (ORDERAGG_ADDR)", "port must be a number"}},
+		{"empty addr", []string{"--addr="}, nil,
+			[]string{"--addr (ORDERAGG_ADDR)"}},
+		{"bad admin addr", []string{"--admin-addr", "x", "--admin-token", "t"}, nil,
+			[]string{"--admin-addr (ORDERAGG_ADMIN_ADDR)"}},
+		{"unknown log level", []string{"--log-level", "verbose"}, nil,
+			[]string{`invalid value "verbose" for --log-level (ORDERAGG_LOG_LEVEL): want one of debug, info, warn, error`}},
+		{"partial URLs", []string{"--order-url", "http://sim:9100", "--coupon-url", "http://sim:9100"}, nil,
+			[]string{"set all four downstream URLs", "missing --inventory-url (ORDERAGG_INVENTORY_URL), --logistics-url (ORDERAGG_LOGISTICS_URL)"}},
+		{"partial URLs from env", nil, map[string]string{"ORDERAGG_LOGISTICS_URL": "http://sim:9100"},
+			[]string{"missing --order-url (ORDERAGG_ORDER_URL), --inventory-url (ORDERAGG_INVENTORY_URL), --coupon-url (ORDERAGG_COUPON_URL)"}},
+		{"admin addr without token", []string{"--admin-addr", "127.0.0.1:9090"}, nil,
+			[]string{"--admin-addr (ORDERAGG_ADMIN_ADDR) needs --admin-token (ORDERAGG_ADMIN_TOKEN)"}},
+		{"deadline not above reserve", []string{"--deadline", "100ms"}, nil,
+			[]string{"--deadline (ORDERAGG_DEADLINE) 100ms must be longer than --reserve (ORDERAGG_RESERVE) 100ms"}},
+		{"dependency timeout not under deadline", []string{"--deadline", "1s"}, nil,
+			[]string{"dependencies.order.timeout: 1s must be shorter than --deadline (ORDERAGG_DEADLINE) 1s"}},
+		{"unknown flag", []string{"--adress", ":1"}, nil,
+			[]string{"flag provided but not defined: -adress", "see --help"}},
+		{"flag without value", []string{"--deadline"}, nil,
+			[]string{"flag needs an argument: -deadline"}},
+		{"positional argument", []string{"--addr", ":1", "extra"}, nil,
+			[]string{`unexpected argument "extra"`}},
+		{"missing config file", []string{"--config", "/nonexistent/orderagg.yaml"}, nil,
+			[]string{"config file", "/nonexistent/orderagg.yaml"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.ParseServe(tc.args, env(tc.env))
+			if err == nil {
+				t.Fatal("ParseServe succeeded, want an error")
+			}
+			if !errors.Is(err, config.ErrUsage) {
+				t.Errorf("error %q does not match ErrUsage", err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestBadValueKeepsCause checks the cause stays reachable behind the message.
+func TestBadValueKeepsCause(t *testing.T) {
+	_, err := config.ParseServe([]string{"--max-inflight", "many"}, nil)
+	if !errors.Is(err, strconv.ErrSyntax) || !errors.Is(err, config.ErrUsage) {
+		t.Errorf("ParseServe = %v, want strconv.ErrSyntax and ErrUsage in the chain", err)
+	}
+}
+
+func TestSimBadValues(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--addr", "nope"}, nil, "--addr (ORDERAGG_ADDR)"},
+		{nil, map[string]string{"ORDERAGG_LOG_LEVEL": "loud"}, "--log-level (ORDERAGG_LOG_LEVEL)"},
+		{[]string{"--deadline", "1s"}, nil, "flag provided but not defined: -deadline"},
+	}
+	for _, tc := range tests {
+		_, err := config.ParseSim(tc.args, env(tc.env))
+		if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseSim(%q, %v) = %v, want a usage error containing %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	badEnv := env(map[string]string{"ORDERAGG_DEADLINE": "abc"}) // --help must work even so
+	for _, arg := range []string{"-h", "--help", "-help", "--h"} {
+		if _, err := config.ParseServe([]string{arg}, badEnv); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("ParseServe(%q) = %v, want flag.ErrHelp", arg, err)
+		}
+		if _, err := config.ParseSim([]string{arg}, nil); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("ParseSim(%q) = %v, want flag.ErrHelp", arg, err)
+		}
+	}
+	_, err := config.ParseServe([]string{"--help"}, nil)
+	if errors.Is(err, config.ErrUsage) {
+		t.Error("--help matches ErrUsage; it must exit 0, not 2")
+	}
+}
+
+func TestUsageListsEveryFlag(t *testing.T) {
+	tests := []struct {
+		name  string
+		usage func(*bytes.Buffer)
+		table []config.FlagDoc
+		count int
+	}{
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 14},
+		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.table) != tc.count {
+				t.Errorf("table has %d flags, want %d", len(tc.table), tc.count)
+			}
+			var b bytes.Buffer
+			tc.usage(&b)
+			out := b.String()
+			md := config.MarkdownTable(tc.table)
+			for _, f := range tc.table {
+				want := "ORDERAGG_" + strings.ToUpper(strings.ReplaceAll(strings.TrimPrefix(f.Name, "--"), "-", "_"))
+				if f.Env != want {
+					t.Errorf("%s: env %q, want %q", f.Name, f.Env, want)
+				}
+				if f.Help == "" || f.Type == "" {
+					t.Errorf("%s: missing help or type: %+v", f.Name, f)
+				}
+				def := f.Default
+				if def == "" {
+					def = "empty"
+				}
+				line := f.Name + " " + f.Type + "  (" + f.Env + ", default " + def + ")"
+				if !strings.Contains(out, line) || !strings.Contains(out, f.Help) {
+					t.Errorf("usage lacks %q or its help:\n%s", line, out)
+				}
+				if !strings.Contains(md, "| `"+f.Name+"` | `"+f.Env+"` |") {
+					t.Errorf("markdown lacks %s:\n%s", f.Name, md)
+				}
+			}
+		})
+	}
+}
+
+// TestTableDefaultsParse checks that every default in the table, fed back as
+// a flag, gives the default configuration: the table cannot show a default
+// that is not the real one.
+func TestTableDefaultsParse(t *testing.T) {
+	var args []string
+	for _, f := range config.ServeTable() {
+		if f.Default != "" {
+			args = append(args, f.Name+"="+f.Default)
+		}
+	}
+	got, err := config.ParseServe(args, nil)
+	if err != nil {
+		t.Fatalf("ParseServe(%q): %v", args, err)
+	}
+	if !reflect.DeepEqual(got, config.DefaultServe()) {
+		t.Errorf("defaults from the table = %+v, want %+v", got, config.DefaultServe())
+	}
+	want := map[string]string{"--addr": "127.0.0.1:8080", "--deadline": "1500ms", "--reserve": "100ms",
+		"--max-inflight": "1024", "--shutdown-timeout": "10s", "--log-level": "info", "--order-url": ""}
+	for _, f := range config.ServeTable() {
+		if w, ok := want[f.Name]; ok && f.Default != w {
+			t.Errorf("%s default %q, want %q", f.Name, f.Default, w)
+		}
+	}
+}
+
+func TestParseServeLoadsConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "deps.yaml")
+	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 200ms\n")
+
+	s, err := config.ParseServe(nil, env(map[string]string{"ORDERAGG_CONFIG": path}))
+	if err != nil {
+		t.Fatalf("ParseServe: %v", err)
+	}
+	if s.ConfigFile != path || s.Dependencies.Coupon.Timeout != 200*time.Millisecond {
+		t.Errorf("config file not applied: %q, coupon timeout %v", s.ConfigFile, s.Dependencies.Coupon.Timeout)
+	}
+	if s.Dependencies.Order != config.DefaultDependencies().Order {
+		t.Error("a dependency the file leaves out changed")
+	}
+
+	// A file that is fine on its own but too slow for the deadline.
+	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 2s\n")
+	_, err = config.ParseServe([]string{"--config", path}, nil)
+	if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), "dependencies.coupon.timeout: 2s must be shorter than --deadline") {
+		t.Errorf("ParseServe = %v, want a usage error about dependencies.coupon.timeout", err)
+	}
+	// A longer deadline makes the same file valid.
+	if _, err := config.ParseServe([]string{"--config", path, "--deadline", "3s"}, nil); err != nil {
+		t.Errorf("ParseServe with --deadline 3s: %v", err)
+	}
+
+	writeFile(t, path, "dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n")
+	_, err = config.ParseServe([]string{"--config", path}, nil)
+	if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), "dependencies.coupon.breaker.windw: unknown key") {
+		t.Errorf("ParseServe = %v, want a usage error naming the unknown key", err)
+	}
+}
+
+func TestLogValueRedactsSecrets(t *testing.T) {
+	s := config.DefaultServe()
+	s.AdminToken = "hunter2"
+	s.RedisURL = "redis://user:hunter2@cache:6379/0"
+	s.OrderURL = "http://svc:pw-hunter2@order"
+	var b bytes.Buffer
+	slog.New(slog.NewTextHandler(&b, nil)).Info("config", "serve", s)
+	out := b.String()
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("secret in log line: %s", out)
+	}
+	for _, want := range []string{"serve.admin_token=REDACTED", "serve.addr=127.0.0.1:8080", "serve.deadline=1.5s", "cache:6379"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log line lacks %q: %s", want, out)
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

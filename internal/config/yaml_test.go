@@ -1,0 +1,475 @@
+package config_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+func TestDefaultDependencies(t *testing.T) {
+	d := config.DefaultDependencies()
+	tests := []struct {
+		name                 string
+		timeout              time.Duration
+		bulkhead, maxAttempt int
+		maxAge               time.Duration
+	}{
+		{"order", 1000 * time.Millisecond, 100, 2, 24 * time.Hour},
+		{"inventory", 600 * time.Millisecond, 50, 2, 60 * time.Second},
+		{"coupon", 300 * time.Millisecond, 50, 2, 5 * time.Minute},
+		{"logistics", 500 * time.Millisecond, 50, 2, 30 * time.Minute},
+		{"cache", 50 * time.Millisecond, 100, 1, 0},
+	}
+	if names := d.Names(); !slices.Equal(names, []string{"order", "inventory", "coupon", "logistics", "cache"}) {
+		t.Errorf("Names() = %v", names)
+	}
+	for i, tc := range tests {
+		dep, ok := d.Get(tc.name)
+		if !ok {
+			t.Fatalf("Get(%q) not found", tc.name)
+		}
+		if d.Names()[i] != tc.name {
+			t.Errorf("Names()[%d] = %q, want %q", i, d.Names()[i], tc.name)
+		}
+		if dep.Timeout != tc.timeout || dep.Bulkhead.MaxConcurrent != tc.bulkhead || dep.Retry.MaxAttempts != tc.maxAttempt || dep.CacheMaxAge != tc.maxAge {
+			t.Errorf("%s = timeout %v bulkhead %d attempts %d max age %v, want %+v", tc.name,
+				dep.Timeout, dep.Bulkhead.MaxConcurrent, dep.Retry.MaxAttempts, dep.CacheMaxAge, tc)
+		}
+		if dep.Breaker.MinRequests != 20 {
+			t.Errorf("%s breaker.min_requests = %d, want 20", tc.name, dep.Breaker.MinRequests)
+		}
+		if dep.Config != dep.Config.WithDefaults() {
+			t.Errorf("%s is not completed with defaults: %+v", tc.name, dep.Config)
+		}
+	}
+	if _, ok := d.Get("payment"); ok {
+		t.Error(`Get("payment") found something`)
+	}
+	if err := d.Validate(1500 * time.Millisecond); err != nil {
+		t.Errorf("defaults are invalid: %v", err)
+	}
+	// Get hands out a pointer into d, so a caller can replace one entry.
+	p, _ := d.Get("coupon")
+	p.Timeout = time.Millisecond
+	if d.Coupon.Timeout != time.Millisecond {
+		t.Error("Get does not point into the receiver")
+	}
+}
+
+func TestLoadDependencies(t *testing.T) {
+	def := config.DefaultDependencies()
+	tests := []struct {
+		name    string
+		content string
+		want    func(d *config.Dependencies) // edits def into the expected result
+		errs    []string                     // or: substrings of the error
+	}{
+		{name: "empty file", content: "", want: func(*config.Dependencies) {}},
+		{name: "only comments", content: "# nothing yet\n", want: func(*config.Dependencies) {}},
+		{name: "empty sections", content: "dependencies:\n  coupon:\n", want: func(*config.Dependencies) {}},
+		{
+			name:    "some keys",
+			content: "dependencies:\n  coupon:\n    timeout: 200ms\n    breaker:\n      sleep_window: 10s\n  cache:\n    hedge: {enabled: true}\n",
+			want: func(d *config.Dependencies) {
+				d.Coupon.Timeout = 200 * time.Millisecond
+				d.Coupon.Breaker.SleepWindow = 10 * time.Second
+				d.Cache.Hedge.Enabled = true
+			},
+		},
+		{
+			name:    "aliases",
+			content: "dependencies:\n  order:\n    breaker: &b\n      sleep_window: 7s\n  coupon:\n    breaker: *b\n",
+			want: func(d *config.Dependencies) {
+				d.Order.Breaker.SleepWindow = 7 * time.Second
+				d.Coupon.Breaker.SleepWindow = 7 * time.Second
+			},
+		},
+		{
+			name:    "JSON file",
+			content: `{"dependencies": {"logistics": {"cache_max_age": "1h", "retry": {"budget_percent": 12.5}}}}`,
+			want: func(d *config.Dependencies) {
+				d.Logistics.CacheMaxAge = time.Hour
+				d.Logistics.Retry.BudgetPercent = 12.5
+			},
+		},
+		{name: "unknown top-level key", content: "dependency:\n  order: {}\n",
+			errs: []string{"dependency: unknown key (known: dependencies) (line 1)"}},
+		{name: "unknown dependency", content: "dependencies:\n  payment:\n    timeout: 1s\n",
+			errs: []string{"dependencies.payment: unknown key (known: order, inventory, coupon, logistics, cache) (line 2)"}},
+		{name: "unknown nested key", content: "dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n",
+			errs: []string{"dependencies.coupon.breaker.windw: unknown key (known: window, buckets, min_requests,", "(line 4)"}},
+		{name: "bad duration", content: "dependencies:\n  coupon:\n    timeout: abc\n",
+			errs: []string{`dependencies.coupon.timeout: time: invalid duration "abc" (line 3)`}},
+		{name: "duration without unit", content: "dependencies:\n  coupon:\n    timeout: 300\n",
+			errs: []string{`dependencies.coupon.timeout: must be a duration such as "300ms", got 300`}},
+		{name: "bad int", content: "dependencies:\n  order:\n    bulkhead:\n      max_concurrent: lots\n",
+			errs: []string{`dependencies.order.bulkhead.max_concurrent: must be a whole number, got "lots"`}},
+		{name: "float for int", content: "dependencies:\n  order:\n    bulkhead:\n      max_concurrent: 1.5\n",
+			errs: []string{"dependencies.order.bulkhead.max_concurrent: must be a whole number, got 1.5"}},
+		{name: "not a finite number", content: "dependencies:\n  order:\n    breaker:\n      error_percent: .nan\n",
+			errs: []string{"dependencies.order.breaker.error_percent: must be a finite number"}},
+		{name: "bad bool", content: "dependencies:\n  order:\n    hedge:\n      enabled: maybe\n",
+			errs: []string{`dependencies.order.hedge.enabled: must be true or false, got "maybe"`}},
+		{name: "section is a scalar", content: "dependencies:\n  order:\n    breaker: 5\n",
+			errs: []string{"dependencies.order.breaker: must be a mapping of keys to values, got 5"}},
+		{name: "leaf is a mapping", content: "dependencies:\n  order:\n    timeout: {ms: 5}\n",
+			errs: []string{"dependencies.order.timeout: must be a single value, got a mapping"}},
+		{name: "leaf is a list", content: "dependencies:\n  order:\n    timeout: [1s]\n",
+			errs: []string{"dependencies.order.timeout: must be a single value, got a list"}},
+		{name: "leaf without value", content: "dependencies:\n  order:\n    timeout:\n",
+			errs: []string{"dependencies.order.timeout: has no value; leave the key out"}},
+		{name: "top level is a list", content: "- order\n",
+			errs: []string{"(top level): must be a mapping"}},
+		{name: "zero that would become a generic default", content: "dependencies:\n  order:\n    bulkhead:\n      max_concurrent: 0\n",
+			errs: []string{"dependencies.order.bulkhead.max_concurrent: must not be 0: zero would silently become the generic default 50; leave the key out to keep 100"}},
+		{name: "zero duration that would become a generic default", content: "dependencies:\n  coupon:\n    timeout: 0s\n",
+			errs: []string{"dependencies.coupon.timeout: must not be 0s: zero would silently become the generic default 1s; leave the key out to keep 300ms"}},
+		{name: "invalid after validation", content: "dependencies:\n  coupon:\n    breaker:\n      window: 5ms\n",
+			errs: []string{"dependencies.coupon.breaker.window: must hold buckets of at least 10ms"}},
+		{name: "several problems on one line", content: "dependencies:\n  coupon:\n    timeout: -1s\n  logistics:\n    retry:\n      max_attempts: 11\n",
+			errs: []string{"dependencies.coupon.timeout: must be positive, got -1s; dependencies.logistics.retry.max_attempts: must be 1..10, got 11"}},
+		{name: "key set twice", content: "dependencies:\n  coupon:\n    timeout: 1s\n    timeout: 2s\n",
+			errs: []string{"dependencies.coupon.timeout: set twice (first on line 3)"}},
+		{name: "two documents", content: "dependencies: {}\n---\ndependencies: {}\n",
+			errs: []string{"holds more than one YAML document"}},
+		{name: "YAML syntax error", content: "dependencies:\n  coupon: [\n",
+			errs: []string{"yaml:"}},
+		{name: "cache_max_age on cache", content: "dependencies:\n  cache:\n    cache_max_age: 1m\n",
+			errs: []string{"dependencies.cache.cache_max_age: does not apply to the cache itself"}},
+		{name: "zero cache_max_age", content: "dependencies:\n  inventory:\n    cache_max_age: 0s\n",
+			errs: []string{"dependencies.inventory.cache_max_age: must be positive"}},
+		{name: "negative cache_max_age", content: "dependencies:\n  inventory:\n    cache_max_age: -1m\n",
+			errs: []string{"dependencies.inventory.cache_max_age: must not be negative, got -1m"}},
+	}
+	dir := t.TempDir()
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, "deps"+string(rune('a'+i))+".yaml")
+			writeFile(t, path, tc.content)
+			got, err := config.LoadDependencies(path, def)
+			if tc.errs != nil {
+				if err == nil {
+					t.Fatalf("LoadDependencies succeeded: %+v", got)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error is not one line: %q", err)
+				}
+				for _, w := range append(tc.errs, path) {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q\ndoes not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("LoadDependencies: %v", err)
+			}
+			want := config.DefaultDependencies()
+			tc.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+	if !reflect.DeepEqual(def, config.DefaultDependencies()) {
+		t.Error("LoadDependencies changed its base")
+	}
+}
+
+func TestLoadDependenciesMissingFile(t *testing.T) {
+	_, err := config.LoadDependencies(filepath.Join(t.TempDir(), "absent.yaml"), config.DefaultDependencies())
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadDependencies = %v, want os.ErrNotExist", err)
+	}
+}
+
+func TestServeLoadDependenciesReload(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "deps.yaml")
+	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 200ms\n")
+	s, err := config.ParseServe([]string{"--config", path}, nil)
+	if err != nil {
+		t.Fatalf("ParseServe: %v", err)
+	}
+	// The operator removes the key and sends SIGHUP: back to the default.
+	writeFile(t, path, "dependencies: {}\n")
+	deps, err := s.LoadDependencies()
+	if err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if !reflect.DeepEqual(deps, config.DefaultDependencies()) {
+		t.Errorf("reload did not start from the defaults: coupon timeout %v", deps.Coupon.Timeout)
+	}
+	writeFile(t, path, "dependencies:\n  order:\n    timeout: 1500ms\n")
+	if _, err := s.LoadDependencies(); err == nil || !strings.Contains(err.Error(), "dependencies.order.timeout: 1500ms must be shorter than --deadline") {
+		t.Errorf("reload = %v, want the deadline rule", err)
+	}
+}
+
+func TestPatchDependency(t *testing.T) {
+	cur := config.DefaultDependencies().Coupon
+	tests := []struct {
+		name string
+		body string
+		want func(d *config.Dependency) // edits cur into the expected result
+		errs []string
+	}{
+		{name: "timeout", body: `{"timeout":"250ms"}`,
+			want: func(d *config.Dependency) { d.Timeout = 250 * time.Millisecond }},
+		{name: "nested keys", body: `{"breaker":{"sleep_window":"10s","error_percent":30},"hedge":{"enabled":true}}`,
+			want: func(d *config.Dependency) {
+				d.Breaker.SleepWindow = 10 * time.Second
+				d.Breaker.ErrorPercent = 30
+				d.Hedge.Enabled = true
+			}},
+		{name: "pretty JSON with tabs", body: "{\n\t\"retry\": {\n\t\t\"max_attempts\": 1\n\t},\n\t\"cache_max_age\": \"2m\"\n}\n",
+			want: func(d *config.Dependency) {
+				d.Retry.MaxAttempts = 1
+				d.CacheMaxAge = 2 * time.Minute
+			}},
+		{name: "YAML body", body: "bulkhead:\n  max_concurrent: 80\n",
+			want: func(d *config.Dependency) { d.Bulkhead.MaxConcurrent = 80 }},
+		{name: "empty object changes nothing", body: `{}`, want: func(*config.Dependency) {}},
+		{name: "empty body", body: "", errs: []string{"empty body"}},
+		{name: "blank body", body: " \n\t", errs: []string{"empty body"}},
+		{name: "null", body: "null", errs: []string{"body must be an object", "got null"}},
+		{name: "list", body: `[{"timeout":"1s"}]`, errs: []string{"body must be an object", "got a list"}},
+		{name: "string", body: `"timeout"`, errs: []string{"body must be an object", `got "timeout"`}},
+		{name: "malformed JSON", body: `{"timeout":`, errs: []string{"body: yaml:"}},
+		{name: "unknown key", body: `{"timeout":"250ms","breaker":{"windw":"1s"}}`,
+			errs: []string{"breaker.windw: unknown key (known: window,"}},
+		{name: "unknown top key", body: `{"sub_budget":"250ms"}`, errs: []string{"sub_budget: unknown key (known: timeout, bulkhead, breaker, retry, hedge,", "cache_max_age)"}},
+		{name: "invalid value", body: `{"timeout":"-5ms"}`, errs: []string{"timeout: must be positive, got -5ms"}},
+		{name: "wrong type", body: `{"timeout":250}`, errs: []string{`timeout: must be a duration such as "300ms", got 250`}},
+		{name: "zero that would become a generic default", body: `{"bulkhead":{"max_concurrent":0}}`,
+			errs: []string{"bulkhead.max_concurrent: must not be 0", "leave the key out to keep 50"}},
+		{name: "null value", body: `{"timeout":null}`, errs: []string{"timeout: has no value"}},
+		{name: "valid and invalid together", body: `{"timeout":"250ms","retry":{"max_attempts":20}}`,
+			errs: []string{"retry.max_attempts: must be 1..10, got 20"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := cur
+			got, err := config.PatchDependency(cur, []byte(tc.body))
+			if cur != before {
+				t.Fatal("PatchDependency changed cur")
+			}
+			if tc.errs != nil {
+				if err == nil {
+					t.Fatalf("PatchDependency succeeded: %+v", got)
+				}
+				if got != (config.Dependency{}) {
+					t.Errorf("PatchDependency returned settings with its error: %+v", got)
+				}
+				if strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "(line ") {
+					t.Errorf("error should be one line without line numbers: %q", err)
+				}
+				for _, w := range tc.errs {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q\ndoes not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("PatchDependency: %v", err)
+			}
+			want := cur
+			tc.want(&want)
+			if got != want {
+				t.Errorf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDependenciesPatch(t *testing.T) {
+	deadline := 1500 * time.Millisecond
+	def := config.DefaultDependencies()
+	tests := []struct {
+		name, dep, body string
+		errIs           error
+		errs            []string
+	}{
+		{name: "ok", dep: "inventory", body: `{"timeout":"400ms"}`},
+		{name: "unknown dependency", dep: "payment", body: `{"timeout":"400ms"}`, errIs: config.ErrUnknownDependency,
+			errs: []string{`unknown dependency "payment"`}},
+		{name: "bad body is named under the dependency", dep: "coupon", body: `{"timeout":"x"}`,
+			errs: []string{`dependencies.coupon.timeout: time: invalid duration "x"`}},
+		{name: "timeout not under the deadline", dep: "order", body: `{"timeout":"2s"}`,
+			errs: []string{"dependencies.order.timeout: 2s must be shorter than --deadline (ORDERAGG_DEADLINE) 1500ms"}},
+		{name: "cache_max_age on cache", dep: "cache", body: `{"cache_max_age":"1m"}`,
+			errs: []string{"dependencies.cache.cache_max_age: does not apply"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := def.Patch(tc.dep, []byte(tc.body), deadline)
+			if !reflect.DeepEqual(def, config.DefaultDependencies()) {
+				t.Fatal("Patch changed its receiver")
+			}
+			if tc.errs == nil {
+				if err != nil {
+					t.Fatalf("Patch: %v", err)
+				}
+				want := config.DefaultDependencies()
+				want.Inventory.Timeout = 400 * time.Millisecond
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("got %+v, want %+v", got, want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Patch succeeded")
+			}
+			if tc.errIs != nil && !errors.Is(err, tc.errIs) {
+				t.Errorf("error %v does not match %v", err, tc.errIs)
+			}
+			if tc.errIs == nil && errors.Is(err, config.ErrUnknownDependency) {
+				t.Errorf("body error %v matches ErrUnknownDependency (would be a 404)", err)
+			}
+			for _, w := range tc.errs {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestSettingsRoundTrip checks that what the admin API shows (Settings, as
+// JSON) is a valid PATCH body that reproduces the same settings.
+func TestSettingsRoundTrip(t *testing.T) {
+	d := config.DefaultDependencies()
+	for _, name := range d.Names() {
+		src, _ := d.Get(name)
+		body, err := json.Marshal(src.Settings())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := config.PatchDependency(d.Logistics, body)
+		if err != nil {
+			t.Fatalf("%s: PatchDependency(%s): %v", name, body, err)
+		}
+		if got != *src {
+			t.Errorf("%s: round trip gave %+v, want %+v", name, got, *src)
+		}
+	}
+	s := d.Order.Settings()
+	if s["timeout"] != "1s" || s["cache_max_age"] != "24h" || s["bulkhead"].(map[string]any)["max_concurrent"] != 100 {
+		t.Errorf("Settings() = %v", s)
+	}
+}
+
+const examplePath = "../../config.example.yaml"
+
+// TestExampleFileEqualsDefaults keeps config.example.yaml honest: loaded over
+// an empty base it gives exactly the built-in defaults, and it lists every
+// key of every dependency with a comment.
+func TestExampleFileEqualsDefaults(t *testing.T) {
+	got, err := config.LoadDependencies(examplePath, config.Dependencies{})
+	if err != nil {
+		t.Fatalf("LoadDependencies(example): %v", err)
+	}
+	if want := config.DefaultDependencies(); !reflect.DeepEqual(got, want) {
+		for _, name := range want.Names() {
+			g, _ := got.Get(name)
+			w, _ := want.Get(name)
+			if *g != *w {
+				t.Errorf("example %s =\n%+v\nwant\n%+v", name, *g, *w)
+			}
+		}
+	}
+
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	collectKeys(t, root.Content[0], "", listed)
+	var want []string
+	def := config.DefaultDependencies()
+	for _, name := range def.Names() {
+		d, _ := def.Get(name)
+		for _, k := range leafKeys(d.Settings(), "dependencies."+name) {
+			if k != "dependencies.cache.cache_max_age" {
+				want = append(want, k)
+			}
+		}
+	}
+	sort.Strings(want)
+	var have []string
+	for k := range listed {
+		have = append(have, k)
+	}
+	sort.Strings(have)
+	if !slices.Equal(have, want) {
+		t.Errorf("example keys differ from the settings\nhave %v\nwant %v", have, want)
+	}
+}
+
+// collectKeys records every leaf key path under n and checks it carries a
+// comment saying why.
+func collectKeys(t *testing.T, n *yaml.Node, path string, out map[string]bool) {
+	t.Helper()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p := k.Value
+		if path != "" {
+			p = path + "." + k.Value
+		}
+		if v.Kind == yaml.MappingNode {
+			collectKeys(t, v, p, out)
+			continue
+		}
+		out[p] = true
+		if k.LineComment == "" && v.LineComment == "" {
+			t.Errorf("example: %s (line %d) has no comment saying why", p, k.Line)
+		}
+	}
+}
+
+func leafKeys(m map[string]any, prefix string) []string {
+	var out []string
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			out = append(out, leafKeys(sub, prefix+"."+k)...)
+			continue
+		}
+		out = append(out, prefix+"."+k)
+	}
+	return out
+}
+
+// TestZeroRuleFollowsResilienceDefaults checks the zero rule against the
+// real resilience defaults: a field whose zero stays zero (max_queue,
+// hedge.enabled) accepts it.
+func TestZeroRuleFollowsResilienceDefaults(t *testing.T) {
+	cur := config.DefaultDependencies().Order
+	cur.Bulkhead.MaxQueue = 5
+	cur.Hedge.Enabled = true
+	got, err := config.PatchDependency(cur, []byte(`{"bulkhead":{"max_queue":0,"max_wait":"0s"},"hedge":{"enabled":false},"breaker":{"slow_call_duration":"0s"}}`))
+	if err != nil {
+		t.Fatalf("PatchDependency: %v", err)
+	}
+	if got.Bulkhead.MaxQueue != 0 || got.Hedge.Enabled {
+		t.Errorf("zeros not applied: %+v", got)
+	}
+	if (resilience.Config{}).WithDefaults().Bulkhead.MaxQueue != 0 {
+		t.Error("test assumption: resilience's max_queue default is 0")
+	}
+}

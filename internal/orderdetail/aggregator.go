@@ -1,0 +1,228 @@
+package orderdetail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+// Errors of Get that end the request without a page.
+var (
+	// ErrOrderNotFound: the order service says the order does not exist.
+	ErrOrderNotFound = errors.New("order not found")
+	// ErrOrderUnavailable: the order is neither live nor cached.
+	ErrOrderUnavailable = errors.New("order unavailable")
+)
+
+// Page is the assembled order-detail answer.
+type Page struct {
+	OrderID  string
+	Degraded bool      // any section is not live
+	Sections []Section // in registration order, the core first
+}
+
+// Observer hears what the aggregation decides that no guard sees: last-good
+// lookups. Telemetry implements it; nil is allowed.
+type Observer interface {
+	// CacheLookup reports a last-good read for dep: outcome is "hit", or for
+	// a miss "absent", "stale", "corrupt" or "error".
+	CacheLookup(ctx context.Context, dep, outcome string)
+}
+
+// Config wires an Aggregator.
+type Config struct {
+	// Core is the order (see NewCore); Sections are the degradable others.
+	Core     Dependency
+	Sections []Dependency
+	// Store holds last-good answers; CacheGuard protects reads from it so a
+	// sick store costs ~nothing once its breaker is open.
+	Store      LastGood
+	CacheGuard *resilience.Guard
+	// Reserve is kept back from the request's deadline for fallbacks,
+	// assembly and encoding: dependency calls must end this much before it.
+	Reserve  time.Duration
+	Now      func() time.Time // defaults to time.Now
+	Observer Observer
+}
+
+// Aggregator builds order-detail pages. It is safe for concurrent use.
+type Aggregator struct {
+	deps       []Dependency // core first
+	store      LastGood
+	cacheGuard *resilience.Guard
+	reserve    time.Duration
+	now        func() time.Time
+	obs        Observer
+}
+
+// New builds an Aggregator.
+func New(cfg Config) (*Aggregator, error) {
+	if !cfg.Core.core {
+		return nil, errors.New("orderdetail: Config.Core must come from NewCore")
+	}
+	if cfg.Store == nil || cfg.CacheGuard == nil {
+		return nil, errors.New("orderdetail: Store and CacheGuard are required")
+	}
+	seen := map[string]bool{cfg.Core.name: true}
+	for _, d := range cfg.Sections {
+		if d.core || d.fallback == nil || d.guard == nil {
+			return nil, fmt.Errorf("orderdetail: section %q must come from NewSection", d.name)
+		}
+		if seen[d.name] {
+			return nil, fmt.Errorf("orderdetail: section %q registered twice", d.name)
+		}
+		seen[d.name] = true
+	}
+	a := &Aggregator{
+		deps:       append([]Dependency{cfg.Core}, cfg.Sections...),
+		store:      cfg.Store,
+		cacheGuard: cfg.CacheGuard,
+		reserve:    cfg.Reserve,
+		now:        cfg.Now,
+		obs:        cfg.Observer,
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a, nil
+}
+
+// Dependencies lists the registered dependencies, the core first.
+func (a *Aggregator) Dependencies() []Dependency { return a.deps }
+
+// Get assembles the page for orderID under ctx's deadline.
+//
+// All dependencies are called at once, each through its own guard and
+// sub-budget, all ending Reserve before ctx's deadline. No section's failure
+// cancels another — only the deadline does — except the core's: without the
+// order there is no page, so its failure cancels the rest and Get returns
+// ErrOrderNotFound or ErrOrderUnavailable at once. Otherwise Get returns when
+// every section has settled; each is bounded by its sub-budget plus a cache
+// read, so the page never waits on a section that has already failed.
+func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
+	pageCtx, cancelPage := context.WithCancel(ctx)
+	defer cancelPage()
+	work := pageCtx
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		work, cancel = context.WithDeadline(pageCtx, dl.Add(-a.reserve))
+		defer cancel()
+	}
+
+	sections := make([]Section, len(a.deps))
+	liveAt := make([]time.Time, len(a.deps))
+	var wg sync.WaitGroup
+	for i := 1; i < len(a.deps); i++ {
+		wg.Go(func() { sections[i], liveAt[i] = a.resolve(work, pageCtx, a.deps[i], orderID) })
+	}
+	sections[0], liveAt[0] = a.resolve(work, pageCtx, a.deps[0], orderID)
+
+	core := sections[0]
+	if core.Body == nil {
+		cancelPage() // no page: stop the others now, then wait for them
+		wg.Wait()
+		if errors.Is(core.Err, ErrNotFound) {
+			return nil, fmt.Errorf("orderdetail: %s: %w", orderID, ErrOrderNotFound)
+		}
+		return nil, fmt.Errorf("orderdetail: %s: %w: %w", orderID, ErrOrderUnavailable, core.Err)
+	}
+	wg.Wait()
+
+	order := core.Body.(Order)
+	page := &Page{OrderID: orderID, Sections: sections}
+	for i := range sections {
+		s := &sections[i]
+		if s.Body == nil {
+			s.Body = a.deps[i].fallback(order)
+		}
+		page.Degraded = page.Degraded || s.Degraded
+	}
+	a.remember(orderID, sections, liveAt)
+	return page, nil
+}
+
+// resolve fetches one section live, or else its last good answer. A section
+// with neither comes back with a nil Body (and, for the core, ends the
+// request); Get fills in the semantic default once the order is known.
+func (a *Aggregator) resolve(work, pageCtx context.Context, d Dependency, orderID string) (Section, time.Time) {
+	s := Section{Name: d.name, BodyKey: d.bodyKey}
+	v, err := resilience.Do(work, d.guard, func(ctx context.Context) (any, error) { return d.fetch(ctx, orderID) })
+	if err == nil {
+		s.Source, s.Body = SourceLive, v
+		return s, a.now()
+	}
+	s.Source, s.Degraded, s.Reason, s.Err = SourceFallback, true, ReasonOf(err), err
+	if d.core && errors.Is(err, ErrNotFound) {
+		return s, time.Time{} // the truth, not a failure: no fallback
+	}
+	// The fallback runs on the page's context, not the spent work budget: it
+	// has the reserve, bounded further by the guard's FallbackTimeout.
+	cached, ferr := resilience.Fallback(pageCtx, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
+		return a.lastGood(ctx, d, orderID)
+	})
+	if ferr == nil {
+		s.Source, s.Body, s.AsOf = SourceCache, cached.body, cached.asOf
+	}
+	return s, time.Time{}
+}
+
+type cachedSection struct {
+	body any
+	asOf time.Time
+}
+
+var errNoLastGood = errors.New("no last-good answer")
+
+// lastGood reads d's last good answer through the cache guard and checks
+// its age and shape.
+func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string) (cachedSection, error) {
+	e, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (CacheEntry, error) {
+		e, err := a.store.Get(ctx, d.name, orderID)
+		if errors.Is(err, ErrCacheMiss) {
+			return CacheEntry{}, nil // a miss is a good answer from the store
+		}
+		return e, err
+	})
+	outcome := "hit"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case e.Payload == nil:
+		outcome = "absent"
+	case a.now().Sub(e.AsOf) > d.maxAge:
+		outcome = "stale"
+	}
+	var body any
+	if outcome == "hit" {
+		if body, err = d.decode(e.Payload); err != nil {
+			outcome = "corrupt"
+		}
+	}
+	if a.obs != nil {
+		a.obs.CacheLookup(ctx, d.name, outcome)
+	}
+	if outcome != "hit" {
+		return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)
+	}
+	return cachedSection{body: body, asOf: e.AsOf}, nil
+}
+
+// remember hands every live section to the last-good store, off the
+// request path.
+func (a *Aggregator) remember(orderID string, sections []Section, liveAt []time.Time) {
+	for i, s := range sections {
+		if s.Source != SourceLive {
+			continue
+		}
+		payload, err := json.Marshal(s.Body)
+		if err != nil {
+			continue // our own types always marshal; nothing to remember otherwise
+		}
+		a.store.Put(s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.deps[i].maxAge)
+	}
+}

@@ -1,0 +1,412 @@
+package orderdetail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeStore is an in-memory LastGood.
+type fakeStore struct {
+	mu      sync.Mutex
+	entries map[string]CacheEntry
+	getErr  error
+	gets    int
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{entries: map[string]CacheEntry{}} }
+
+func (f *fakeStore) Get(ctx context.Context, dep, id string) (CacheEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	if f.getErr != nil {
+		return CacheEntry{}, f.getErr
+	}
+	e, ok := f.entries[dep+"/"+id]
+	if !ok {
+		return CacheEntry{}, ErrCacheMiss
+	}
+	return e, nil
+}
+
+func (f *fakeStore) Put(dep, id string, e CacheEntry, _ time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries[dep+"/"+id] = e
+}
+
+func (f *fakeStore) has(dep, id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.entries[dep+"/"+id]
+	return ok
+}
+
+// behaviour of a fake downstream.
+type behaviour func(ctx context.Context) error
+
+var (
+	healthy behaviour = func(context.Context) error { return nil }
+	broken  behaviour = func(context.Context) error { return errors.New("503 from downstream") }
+	hung    behaviour = func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	missing behaviour = func(context.Context) error {
+		return resilience.BadRequest(fmt.Errorf("order: %w", ErrNotFound))
+	}
+)
+
+type fakes struct {
+	order, inventory, coupon, logistics behaviour
+}
+
+var sampleOrder = Order{ID: "o-1", UserID: "u-1", Status: "PAID", Items: []OrderItem{{SKU: "A", Quantity: 1}, {SKU: "B", Quantity: 2}}}
+
+func intp(n int) *int { return &n }
+
+func (f *fakes) GetOrder(ctx context.Context, id string) (Order, error) {
+	if err := f.order(ctx); err != nil {
+		return Order{}, err
+	}
+	o := sampleOrder
+	o.ID = id
+	return o, nil
+}
+
+func (f *fakes) GetInventory(ctx context.Context, _ string) (Inventory, error) {
+	if err := f.inventory(ctx); err != nil {
+		return Inventory{}, err
+	}
+	return Inventory{Status: InventoryConfirmed, Items: []StockItem{{SKU: "A", Available: intp(3), Status: StockLow}}}, nil
+}
+
+func (f *fakes) GetCoupons(ctx context.Context, _ string) (Coupons, error) {
+	if err := f.coupon(ctx); err != nil {
+		return Coupons{}, err
+	}
+	return Coupons{Items: []Coupon{{Code: "SAVE5"}}}, nil
+}
+
+func (f *fakes) GetLogistics(ctx context.Context, _ string) (Logistics, error) {
+	if err := f.logistics(ctx); err != nil {
+		return Logistics{}, err
+	}
+	return Logistics{Status: "IN_TRANSIT"}, nil
+}
+
+type rig struct {
+	agg   *Aggregator
+	store *fakeStore
+	f     *fakes
+	now   time.Time
+}
+
+func newRig(t *testing.T, cfgs map[string]resilience.Config) *rig {
+	t.Helper()
+	r := &rig{store: newFakeStore(), f: &fakes{healthy, healthy, healthy, healthy}, now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	guard := func(name string) *resilience.Guard {
+		cfg := cfgs[name]
+		if cfg.Retry.MaxAttempts == 0 {
+			cfg.Retry.MaxAttempts = 1
+		}
+		g, err := resilience.New(name, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	agg, err := New(Config{
+		Core: NewCore(guard("order"), 24*time.Hour, r.f),
+		Sections: []Dependency{
+			NewSection("inventory", guard("inventory"), time.Minute, r.f.GetInventory, UnknownInventory),
+			NewSection("coupons", guard("coupon"), 5*time.Minute, r.f.GetCoupons, NoCoupons),
+			NewSection("logistics", guard("logistics"), 30*time.Minute, r.f.GetLogistics, UnknownLogistics),
+		},
+		Store:      r.store,
+		CacheGuard: guard("cache"),
+		Reserve:    20 * time.Millisecond,
+		Now:        func() time.Time { return r.now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.agg = agg
+	return r
+}
+
+func (r *rig) get(t *testing.T, deadline time.Duration) (*Page, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	return r.agg.Get(ctx, "o-1")
+}
+
+func section(p *Page, name string) Section {
+	for _, s := range p.Sections {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("no section " + name)
+}
+
+func TestAllLive(t *testing.T) {
+	r := newRig(t, nil)
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Degraded {
+		t.Fatal("healthy page degraded")
+	}
+	for _, s := range p.Sections {
+		if s.Source != SourceLive || s.Degraded || s.Reason != "" {
+			t.Errorf("%s: %+v", s.Name, s)
+		}
+	}
+	if names := fmt.Sprint(sectionNames(p)); names != "[order inventory coupons logistics]" {
+		t.Fatalf("order of sections %s", names)
+	}
+	if section(p, "order").BodyKey != "data" {
+		t.Fatal("order body must nest under data")
+	}
+	for _, dep := range []string{"order", "inventory", "coupons", "logistics"} {
+		if !r.store.has(dep, "o-1") {
+			t.Errorf("live %s not remembered", dep)
+		}
+	}
+}
+
+func sectionNames(p *Page) []string {
+	var out []string
+	for _, s := range p.Sections {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestSemanticDefaults(t *testing.T) {
+	r := newRig(t, map[string]resilience.Config{
+		"logistics": {Timeout: 10 * time.Millisecond},
+	})
+	r.f.inventory, r.f.coupon, r.f.logistics = broken, broken, hung
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Degraded || section(p, "order").Degraded {
+		t.Fatalf("page degraded=%v, order degraded=%v", p.Degraded, section(p, "order").Degraded)
+	}
+	inv := section(p, "inventory")
+	if inv.Source != SourceFallback || !inv.Degraded || inv.Reason != ReasonFailure {
+		t.Fatalf("inventory %+v", inv)
+	}
+	body := inv.Body.(Inventory)
+	if body.Status != InventoryUnknown || len(body.Items) != 2 {
+		t.Fatalf("inventory body %+v", body)
+	}
+	for _, it := range body.Items {
+		if it.Available != nil || it.Status != StockUnknown {
+			t.Fatalf("fabricated stock %+v", it)
+		}
+	}
+	if c := section(p, "coupons"); c.Body.(Coupons).Items == nil || len(c.Body.(Coupons).Items) != 0 || c.Reason != ReasonFailure {
+		t.Fatalf("coupons %+v", c)
+	}
+	if l := section(p, "logistics"); l.Body.(Logistics).Status != LogisticsUnknown || l.Reason != ReasonTimeout {
+		t.Fatalf("logistics %+v", l)
+	}
+	if r.store.has("inventory", "o-1") {
+		t.Fatal("a fallback was remembered as last good")
+	}
+}
+
+func TestReasons(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  resilience.Config
+		prep func(g *resilience.Guard)
+		want Reason
+	}{
+		{"short-circuited", resilience.Config{}, func(g *resilience.Guard) { g.ForceBreaker(resilience.ForceOpen) }, ReasonShortCircuited},
+		{"rejected", resilience.Config{Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 1}}, nil, ReasonRejected},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, map[string]resilience.Config{"coupon": tc.cfg})
+			g := r.agg.deps[2].Guard()
+			if tc.prep != nil {
+				tc.prep(g)
+			}
+			if tc.want == ReasonRejected {
+				// Occupy the only slot with a call that waits for us.
+				release, held := make(chan struct{}), make(chan struct{})
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					resilience.Do(context.Background(), g, func(context.Context) (int, error) { close(held); <-release; return 0, nil })
+				}()
+				<-held
+				defer func() { close(release); <-done }()
+			}
+			p, err := r.get(t, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := section(p, "coupons"); c.Reason != tc.want {
+				t.Fatalf("reason %s, want %s", c.Reason, tc.want)
+			}
+		})
+	}
+}
+
+func TestLastGoodServedWithAge(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := r.get(t, time.Second); err != nil { // all live: remembered
+		t.Fatal(err)
+	}
+	livedAt := r.now
+	r.now = r.now.Add(30 * time.Second)
+	r.f.inventory, r.f.logistics = broken, broken
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := section(p, "inventory")
+	if inv.Source != SourceCache || !inv.Degraded || inv.Reason != ReasonFailure || !inv.AsOf.Equal(livedAt) {
+		t.Fatalf("inventory %+v", inv)
+	}
+	if *inv.Body.(Inventory).Items[0].Available != 3 {
+		t.Fatalf("cached body %+v", inv.Body)
+	}
+	// Past the inventory's max age (1 min) it is no longer served; logistics
+	// (30 min) still is.
+	r.now = livedAt.Add(2 * time.Minute)
+	p, err = r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := section(p, "inventory").Source; s != SourceFallback {
+		t.Fatalf("stale inventory served from %s", s)
+	}
+	if s := section(p, "logistics").Source; s != SourceCache {
+		t.Fatalf("logistics from %s", s)
+	}
+}
+
+func TestCorruptLastGoodIsAMiss(t *testing.T) {
+	r := newRig(t, nil)
+	r.store.Put("coupons", "o-1", CacheEntry{AsOf: r.now, Payload: []byte(`{"items":"not a list"}`)}, time.Hour)
+	r.f.coupon = broken
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := section(p, "coupons").Source; s != SourceFallback {
+		t.Fatalf("corrupt entry served from %s", s)
+	}
+}
+
+func TestOrderNotFound(t *testing.T) {
+	r := newRig(t, nil)
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	r.f.logistics = func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return ctx.Err()
+	}
+	r.f.order = func(ctx context.Context) error { <-started; return missing(ctx) }
+	_, err := r.get(t, time.Minute)
+	if !errors.Is(err, ErrOrderNotFound) {
+		t.Fatalf("err %v", err)
+	}
+	select {
+	case <-cancelled: // the siblings were cancelled and waited for, not left to their budgets
+	default:
+		t.Fatal("Get returned before cancelling the other sections")
+	}
+	if r.store.gets != 0 {
+		t.Fatal("a 404 looked for a last-good order")
+	}
+}
+
+func TestOrderUnavailable(t *testing.T) {
+	r := newRig(t, nil)
+	r.f.order = broken
+	if _, err := r.get(t, time.Second); !errors.Is(err, ErrOrderUnavailable) {
+		t.Fatalf("err %v", err)
+	}
+	// With a last-good order the page is served from it.
+	r.f.order = healthy
+	if _, err := r.get(t, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.f.order = broken
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := section(p, "order"); o.Source != SourceCache || o.Body.(Order).ID != "o-1" {
+		t.Fatalf("order %+v", o)
+	}
+}
+
+func TestCacheFailureDegradesToDefault(t *testing.T) {
+	r := newRig(t, nil)
+	r.store.getErr = errors.New("redis: connection refused")
+	r.f.coupon = broken
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := section(p, "coupons").Source; s != SourceFallback {
+		t.Fatalf("coupons from %s", s)
+	}
+}
+
+func TestCallsRunInParallel(t *testing.T) {
+	// Each downstream waits until all four have started: sequential calls
+	// would never get there and would time out instead.
+	r := newRig(t, nil)
+	var started sync.WaitGroup
+	started.Add(4)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	barrier := func(ctx context.Context) error {
+		started.Done()
+		select {
+		case <-all:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	r.f.order, r.f.inventory, r.f.coupon, r.f.logistics = barrier, barrier, barrier, barrier
+	p, err := r.get(t, 5*time.Second)
+	if err != nil || p.Degraded {
+		t.Fatalf("err %v degraded %v", err, p != nil && p.Degraded)
+	}
+}
+
+func TestEverythingHungStaysInsideDeadline(t *testing.T) {
+	r := newRig(t, map[string]resilience.Config{"order": {Timeout: time.Hour}})
+	r.f.order, r.f.inventory, r.f.coupon, r.f.logistics = hung, hung, hung, hung
+	const deadline = 150 * time.Millisecond
+	start := time.Now()
+	_, err := r.get(t, deadline)
+	if !errors.Is(err, ErrOrderUnavailable) {
+		t.Fatalf("err %v", err)
+	}
+	if el := time.Since(start); el > deadline {
+		t.Fatalf("answered after %v, deadline %v", el, deadline)
+	}
+}

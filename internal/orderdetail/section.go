@@ -1,0 +1,140 @@
+package orderdetail
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+// Source says where a section's content came from.
+type Source string
+
+const (
+	SourceLive     Source = "live"     // answered by the dependency during this request
+	SourceCache    Source = "cache"    // the dependency's last good answer, with its age
+	SourceFallback Source = "fallback" // the semantic default: "we do not know"
+)
+
+// Reason says why a section is not live. It is the resilience error kind in
+// the contract's words, so logs, metrics and answers agree.
+type Reason string
+
+const (
+	ReasonTimeout        Reason = "TIMEOUT"
+	ReasonFailure        Reason = "FAILURE"
+	ReasonShortCircuited Reason = "SHORT_CIRCUITED"
+	ReasonRejected       Reason = "REJECTED"
+	ReasonDeadline       Reason = "DEADLINE"
+)
+
+// ReasonOf maps a guarded call's error to the contract's reason.
+func ReasonOf(err error) Reason {
+	switch resilience.KindOf(err) {
+	case resilience.KindTimeout:
+		return ReasonTimeout
+	case resilience.KindShortCircuited:
+		return ReasonShortCircuited
+	case resilience.KindRejected:
+		return ReasonRejected
+	case resilience.KindDeadline:
+		return ReasonDeadline
+	}
+	return ReasonFailure
+}
+
+// Section is one dependency's part of the page.
+type Section struct {
+	Name     string
+	Source   Source
+	Degraded bool
+	Reason   Reason    // empty when live
+	AsOf     time.Time // when a cached answer was live; zero otherwise
+	// Body is the section's content (Order, Inventory, Coupons, Logistics…).
+	Body any
+	// BodyKey nests Body under this key when set ("data" for the order);
+	// when empty, Body's fields sit beside source/degraded.
+	BodyKey string
+	// Err is the dependency's error when the section is not live (for logs).
+	Err error
+}
+
+// Dependency is one downstream section of the page, described once: its
+// name (the JSON key), its guard, how to fetch it, how old a last-good
+// answer may be, and its semantic default. Build one with NewSection or
+// NewCore; the aggregation treats them all alike.
+type Dependency struct {
+	name    string
+	core    bool
+	bodyKey string
+	guard   *resilience.Guard
+	maxAge  time.Duration
+	fetch   func(ctx context.Context, orderID string) (any, error)
+	decode  func(payload []byte) (any, error)
+	// fallback builds the semantic default from the resolved order; nil for
+	// the core, which has none.
+	fallback func(Order) any
+}
+
+// Name is the dependency's name and JSON key.
+func (d Dependency) Name() string { return d.name }
+
+// Guard is the dependency's resilience guard.
+func (d Dependency) Guard() *resilience.Guard { return d.guard }
+
+// MaxAge is how old a last-good answer of this dependency may be served.
+func (d Dependency) MaxAge() time.Duration { return d.maxAge }
+
+// NewSection describes a degradable dependency whose answer is a T. fallback
+// must state "unknown" in the section's own terms — never a made-up fact.
+func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duration,
+	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T) Dependency {
+	return Dependency{
+		name:     name,
+		guard:    guard,
+		maxAge:   maxAge,
+		fetch:    func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
+		decode:   decodeAs[T],
+		fallback: func(o Order) any { return fallback(o) },
+	}
+}
+
+// NewCore describes the order: the section without which there is no page.
+func NewCore(guard *resilience.Guard, maxAge time.Duration, c OrderClient) Dependency {
+	return Dependency{
+		name:    "order",
+		core:    true,
+		bodyKey: "data",
+		guard:   guard,
+		maxAge:  maxAge,
+		fetch:   func(ctx context.Context, id string) (any, error) { return c.GetOrder(ctx, id) },
+		decode:  decodeAs[Order],
+	}
+}
+
+func decodeAs[T any](payload []byte) (any, error) {
+	var v T
+	if err := json.Unmarshal(payload, &v); err != nil {
+		return nil, fmt.Errorf("decode cached %T: %w", v, err)
+	}
+	return v, nil
+}
+
+// The semantic defaults of the contract.
+
+// UnknownInventory: every SKU of the order, availability unknown — never 0.
+func UnknownInventory(o Order) Inventory {
+	items := make([]StockItem, len(o.Items))
+	for i, it := range o.Items {
+		items[i] = StockItem{SKU: it.SKU, Available: nil, Status: StockUnknown}
+	}
+	return Inventory{Status: InventoryUnknown, Items: items}
+}
+
+// NoCoupons: an empty list, marked degraded by its section.
+func NoCoupons(Order) Coupons { return Coupons{Items: []Coupon{}} }
+
+// UnknownLogistics: the shipment's state is unknown.
+func UnknownLogistics(Order) Logistics { return Logistics{Status: LogisticsUnknown} }
