@@ -194,7 +194,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 		outcome = "error"
 	case e.Payload == nil:
 		outcome = "absent"
-	case a.now().Sub(e.AsOf) > d.maxAge:
+	case a.now().Sub(e.AsOf) > d.MaxAge():
 		outcome = "stale"
 	}
 	var body any
@@ -223,6 +223,6 @@ func (a *Aggregator) remember(orderID string, sections []Section, liveAt []time.
 		if err != nil {
 			continue // our own types always marshal; nothing to remember otherwise
 		}
-		a.store.Put(s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.deps[i].maxAge)
+		a.store.Put(s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.deps[i].MaxAge())
 	}
 }

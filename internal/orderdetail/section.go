@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -70,7 +71,7 @@ type Dependency struct {
 	core    bool
 	bodyKey string
 	guard   *resilience.Guard
-	maxAge  time.Duration
+	maxAge  *atomic.Int64 // nanoseconds; shared by copies, changed at run time
 	fetch   func(ctx context.Context, orderID string) (any, error)
 	decode  func(payload []byte) (any, error)
 	// fallback builds the semantic default from the resolved order; nil for
@@ -85,7 +86,17 @@ func (d Dependency) Name() string { return d.name }
 func (d Dependency) Guard() *resilience.Guard { return d.guard }
 
 // MaxAge is how old a last-good answer of this dependency may be served.
-func (d Dependency) MaxAge() time.Duration { return d.maxAge }
+func (d Dependency) MaxAge() time.Duration { return time.Duration(d.maxAge.Load()) }
+
+// SetMaxAge changes MaxAge at run time (admin API, config reload); it
+// applies to every copy of d.
+func (d Dependency) SetMaxAge(age time.Duration) { d.maxAge.Store(int64(age)) }
+
+func newMaxAge(d time.Duration) *atomic.Int64 {
+	a := new(atomic.Int64)
+	a.Store(int64(d))
+	return a
+}
 
 // NewSection describes a degradable dependency whose answer is a T. fallback
 // must state "unknown" in the section's own terms — never a made-up fact.
@@ -94,7 +105,7 @@ func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duratio
 	return Dependency{
 		name:     name,
 		guard:    guard,
-		maxAge:   maxAge,
+		maxAge:   newMaxAge(maxAge),
 		fetch:    func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
 		decode:   decodeAs[T],
 		fallback: func(o Order) any { return fallback(o) },
@@ -108,7 +119,7 @@ func NewCore(guard *resilience.Guard, maxAge time.Duration, c OrderClient) Depen
 		core:    true,
 		bodyKey: "data",
 		guard:   guard,
-		maxAge:  maxAge,
+		maxAge:  newMaxAge(maxAge),
 		fetch:   func(ctx context.Context, id string) (any, error) { return c.GetOrder(ctx, id) },
 		decode:  decodeAs[Order],
 	}

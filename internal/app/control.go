@@ -1,0 +1,113 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/handlers"
+	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+// control holds the per-dependency settings in force and applies changes —
+// admin PATCHes, breaker overrides, SIGHUP reloads — to the live guards and
+// sections. Changes are serialised by mu; each guard swaps its settings
+// atomically, so calls in flight finish under the settings they began with.
+type control struct {
+	mu       sync.Mutex
+	deps     config.Dependencies
+	deadline time.Duration
+	guards   map[string]*resilience.Guard
+	sections map[string]orderdetail.Dependency // by config name; not for "cache"
+	logger   *slog.Logger
+}
+
+var _ handlers.Control = (*control)(nil)
+
+func (c *control) Settings() map[string]map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[string]any, len(c.guards))
+	for _, name := range c.deps.Names() {
+		d, _ := c.deps.Get(name)
+		out[name] = d.Settings()
+	}
+	return out
+}
+
+func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next, err := c.deps.Patch(dep, body, c.deadline)
+	if errors.Is(err, config.ErrUnknownDependency) {
+		return nil, fmt.Errorf("%w: %s", handlers.ErrUnknownDependency, dep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	before, _ := c.deps.Get(dep)
+	after, _ := next.Get(dep)
+	if err := c.applyLocked(dep, *after); err != nil {
+		return nil, err
+	}
+	c.logger.Info("settings changed", "source", "admin", "dependency", dep,
+		"before", before.Settings(), "after", after.Settings())
+	c.deps = next
+	return after.Settings(), nil
+}
+
+// Reload puts a whole new set of settings in force (SIGHUP). Nothing changes
+// unless every dependency's settings are valid.
+func (c *control) Reload(next config.Dependencies) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := next.Validate(c.deadline); err != nil {
+		return err
+	}
+	for _, name := range next.Names() {
+		before, _ := c.deps.Get(name)
+		after, _ := next.Get(name)
+		if err := c.applyLocked(name, *after); err != nil {
+			return err // validated above: this cannot happen short of a bug
+		}
+		c.logger.Info("settings reloaded", "source", "config", "dependency", name,
+			"before", before.Settings(), "after", after.Settings())
+	}
+	c.deps = next
+	return nil
+}
+
+func (c *control) applyLocked(name string, d config.Dependency) error {
+	if err := c.guards[name].Reconfigure(d.Config); err != nil {
+		return err
+	}
+	if s, ok := c.sections[name]; ok {
+		s.SetMaxAge(d.CacheMaxAge)
+	}
+	return nil
+}
+
+func (c *control) ForceBreaker(dep string, f resilience.Force) error {
+	g, ok := c.guards[dep]
+	if !ok {
+		return fmt.Errorf("%w: %s", handlers.ErrUnknownDependency, dep)
+	}
+	g.ForceBreaker(f)
+	c.logger.Warn("breaker override changed", "source", "admin", "dependency", dep,
+		"force", forceName(f), "breaker", g.Snapshot(0).Breaker.String())
+	return nil
+}
+
+func forceName(f resilience.Force) string {
+	switch f {
+	case resilience.ForceOpen:
+		return "open"
+	case resilience.ForceClosed:
+		return "closed"
+	}
+	return "none"
+}

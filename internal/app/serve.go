@@ -1,0 +1,313 @@
+// Package app wires orderagg's parts into the running programs: `serve` (the
+// order-detail service) and `sim` (the simulated downstreams). It owns every
+// long-lived goroutine and closes everything it opened, in order, on the way
+// out. cmd/orderagg only parses arguments and signals and calls in here, so
+// tests start the real service in-process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/cache"
+	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/downstream"
+	"github.com/orderagg/orderagg/internal/handlers"
+	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/resilience"
+	"github.com/orderagg/orderagg/internal/sim"
+	"github.com/orderagg/orderagg/internal/status"
+)
+
+// Env is what a program gets from its surroundings.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer // structured logs go here
+	Getenv func(string) string
+	// Reload delivers config reload requests (SIGHUP in main).
+	Reload <-chan struct{}
+	// OnReady, if set, is told the bound addresses once serving (tests).
+	OnReady func(Addrs)
+}
+
+// Addrs are the addresses a running service listens on.
+type Addrs struct {
+	API   string
+	Admin string // empty when the admin API is off
+	Sim   string // the embedded simulators' address, in demo mode
+}
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// Serve runs the order-detail service until ctx ends, then drains: readiness
+// goes 503, the listeners stop accepting, requests in flight finish (each is
+// bounded by the deadline), and the cache and simulators close.
+func Serve(ctx context.Context, cfg config.Serve, env Env) error {
+	logger := newLogger(env.Stderr, cfg.SlogLevel())
+	var ready atomic.Bool
+	var closers closeStack
+	defer closers.closeAll(logger, cfg.ShutdownTimeout)
+
+	// Downstreams: the real ones, or the simulators in-process.
+	var simSrv *sim.Server
+	simAddr := ""
+	if cfg.EmbeddedDownstreams() {
+		simSrv = sim.New(sim.WithLogger(logger.With("component", "sim")))
+		srv, addr, err := startHTTP("127.0.0.1:0", simSrv, httpTimeouts(cfg.Deadline), logger)
+		if err != nil {
+			return fmt.Errorf("starting embedded simulators: %w", err)
+		}
+		srv.RegisterOnShutdown(simSrv.Close)
+		closers.push("simulators", srv.Shutdown)
+		simAddr = addr
+		base := "http://" + addr
+		cfg.OrderURL, cfg.InventoryURL, cfg.CouponURL, cfg.LogisticsURL = base, base, base, base
+		logger.Info("embedded demo mode: simulated downstreams in-process",
+			"sim_addr", addr,
+			"inject_fault", fmt.Sprintf(`curl -X PUT %s/faults/logistics -d '{"hang":true}'`, base),
+			"clear_faults", fmt.Sprintf("curl -X DELETE %s/faults", base))
+	}
+
+	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger)
+	if err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	closers.push("cache", store.Close)
+
+	// One guard per dependency, from the one list of settings.
+	guards := map[string]*resilience.Guard{}
+	var ordered []*resilience.Guard
+	for _, name := range cfg.Dependencies.Names() {
+		d, _ := cfg.Dependencies.Get(name)
+		g, err := resilience.New(name, d.Config)
+		if err != nil {
+			return err
+		}
+		guards[name] = g
+		ordered = append(ordered, g)
+	}
+
+	clients, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+	closers.push("downstream clients", func(context.Context) error { clients.Close(); return nil })
+
+	deps := cfg.Dependencies
+	core := orderdetail.NewCore(guards[config.NameOrder], deps.Order.CacheMaxAge, clients.Order)
+	sections := map[string]orderdetail.Dependency{
+		config.NameOrder:     core,
+		config.NameInventory: orderdetail.NewSection("inventory", guards[config.NameInventory], deps.Inventory.CacheMaxAge, clients.Inventory.GetInventory, orderdetail.UnknownInventory),
+		config.NameCoupon:    orderdetail.NewSection("coupons", guards[config.NameCoupon], deps.Coupon.CacheMaxAge, clients.Coupon.GetCoupons, orderdetail.NoCoupons),
+		config.NameLogistics: orderdetail.NewSection("logistics", guards[config.NameLogistics], deps.Logistics.CacheMaxAge, clients.Logistics.GetLogistics, orderdetail.UnknownLogistics),
+	}
+	agg, err := orderdetail.New(orderdetail.Config{
+		Core:       core,
+		Sections:   []orderdetail.Dependency{sections[config.NameInventory], sections[config.NameCoupon], sections[config.NameLogistics]},
+		Store:      store,
+		CacheGuard: guards[config.NameCache],
+		Reserve:    cfg.Reserve,
+	})
+	if err != nil {
+		return err
+	}
+	ctl := &control{deps: deps, deadline: cfg.Deadline, guards: guards, sections: sections, logger: logger}
+
+	public := handlers.New(handlers.Options{
+		Pager:       agg,
+		Deadline:    cfg.Deadline,
+		MaxInflight: cfg.MaxInflight,
+		Report:      func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) },
+		Ready:       ready.Load,
+		Logger:      logger,
+	})
+	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline), logger)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	// Pushed last, so it is shut down first: stop taking requests and
+	// finish those in flight before their dependencies go away.
+	closers.push("api server", apiSrv.Shutdown)
+
+	adminAddr := ""
+	if cfg.AdminAddr != "" {
+		adminSrv, addr, err := startHTTP(cfg.AdminAddr, handlers.NewAdmin(ctl, cfg.AdminToken, logger), httpTimeouts(cfg.Deadline), logger)
+		if err != nil {
+			return fmt.Errorf("--admin-addr: %w", err)
+		}
+		closers.push("admin server", adminSrv.Shutdown)
+		adminAddr = addr
+	}
+
+	ready.Store(true)
+	logger.Info("ready", "addr", apiAddr, "admin_addr", adminAddr, "deadline", cfg.Deadline.String(), "config", cfg)
+	if env.OnReady != nil {
+		env.OnReady(Addrs{API: apiAddr, Admin: adminAddr, Sim: simAddr})
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			ready.Store(false)
+			logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout.String())
+			return nil
+		case <-env.Reload:
+			reload(cfg, ctl, logger)
+		}
+	}
+}
+
+// reload re-reads the --config file; a bad file keeps the settings in force.
+func reload(cfg config.Serve, ctl *control, logger *slog.Logger) {
+	if cfg.ConfigFile == "" {
+		logger.Info("reload requested but no --config file is set; nothing to do")
+		return
+	}
+	next, err := cfg.LoadDependencies()
+	if err == nil {
+		err = ctl.Reload(next)
+	}
+	if err != nil {
+		logger.Error("config reload failed; keeping the settings in force", "file", cfg.ConfigFile, "err", err)
+		return
+	}
+	logger.Info("config reloaded", "file", cfg.ConfigFile)
+}
+
+type clientSet struct {
+	Order     *downstream.OrderClient
+	Inventory *downstream.InventoryClient
+	Coupon    *downstream.CouponClient
+	Logistics *downstream.LogisticsClient
+}
+
+func (c *clientSet) Close() {
+	c.Order.Close()
+	c.Inventory.Close()
+	c.Coupon.Close()
+	c.Logistics.Close()
+}
+
+// newClients builds one client per downstream, each with a connection pool
+// of twice its bulkhead (room for hedges and for connections still closing).
+func newClients(cfg config.Serve) (*clientSet, error) {
+	d := cfg.Dependencies
+	conf := func(url string, dep config.Dependency) downstream.Config {
+		return downstream.Config{BaseURL: url, MaxConns: 2 * dep.Bulkhead.MaxConcurrent}
+	}
+	var c clientSet
+	var err error
+	if c.Order, err = downstream.NewOrderClient(conf(cfg.OrderURL, d.Order)); err != nil {
+		return nil, fmt.Errorf("--order-url: %w", err)
+	}
+	if c.Inventory, err = downstream.NewInventoryClient(conf(cfg.InventoryURL, d.Inventory)); err != nil {
+		return nil, fmt.Errorf("--inventory-url: %w", err)
+	}
+	if c.Coupon, err = downstream.NewCouponClient(conf(cfg.CouponURL, d.Coupon)); err != nil {
+		return nil, fmt.Errorf("--coupon-url: %w", err)
+	}
+	if c.Logistics, err = downstream.NewLogisticsClient(conf(cfg.LogisticsURL, d.Logistics)); err != nil {
+		return nil, fmt.Errorf("--logistics-url: %w", err)
+	}
+	return &c, nil
+}
+
+// RunSim serves the four simulated downstreams until ctx ends.
+func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
+	logger := newLogger(env.Stderr, cfg.SlogLevel())
+	s := sim.New(sim.WithLogger(logger))
+	srv, addr, err := startHTTP(cfg.Addr, s, httpTimeouts(0), logger)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	srv.RegisterOnShutdown(s.Close)
+	logger.Info("ready", "addr", addr, "services", sim.Services())
+	if env.OnReady != nil {
+		env.OnReady(Addrs{Sim: addr})
+	}
+	<-ctx.Done()
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// timeouts of a server against slow or idle clients.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// httpTimeouts leaves a request the whole deadline to be answered, plus room
+// to write it; a client that dawdles over its headers is cut off well before.
+func httpTimeouts(deadline time.Duration) timeouts {
+	return timeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: deadline + 10*time.Second, idle: 60 * time.Second}
+}
+
+// maxHeaderBytes makes the effective header limit 64 KiB: net/http allows
+// 4 KiB of slack beyond MaxHeaderBytes.
+const maxHeaderBytes = 64<<10 - 4096
+
+// startHTTP listens on addr and serves h on an owned goroutine until the
+// returned server is shut down.
+func startHTTP(addr string, h http.Handler, t timeouts, logger *slog.Logger) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	return srv, ln.Addr().String(), nil
+}
+
+// closeStack closes what was opened, last first, each within the shutdown
+// timeout's remainder.
+type closeStack struct {
+	mu    sync.Mutex
+	names []string
+	fns   []func(context.Context) error
+}
+
+func (c *closeStack) push(name string, fn func(context.Context) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.names, c.fns = append(c.names, name), append(c.fns, fn)
+}
+
+func (c *closeStack) closeAll(logger *slog.Logger, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		if err := c.fns[i](ctx); err != nil {
+			logger.Error("shutdown step failed", "step", c.names[i], "err", err)
+		}
+	}
+	logger.Info("stopped")
+}

@@ -1,0 +1,98 @@
+package handlers
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Error codes of the contract's JSON errors.
+const (
+	CodeInvalidOrderID   = "INVALID_ORDER_ID"
+	CodeOrderNotFound    = "ORDER_NOT_FOUND"
+	CodeOrderUnavailable = "ORDER_UNAVAILABLE"
+	CodeOverloaded       = "OVERLOADED"
+	CodeNotFound         = "NOT_FOUND"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeURITooLong       = "URI_TOO_LONG"
+	CodeBadRequest       = "BAD_REQUEST"
+	CodeUnauthorized     = "UNAUTHORIZED"
+	CodeInternal         = "INTERNAL"
+)
+
+// APIError is an error a handler answers with: a status, the contract's
+// code, a message safe to show, and optionally a Retry-After in seconds.
+type APIError struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter int
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// ErrorHandler renders every error as the contract's JSON — the one place
+// where errors become statuses. Unknown errors are logged and answered as a
+// bare 500, so internals never leak.
+func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		apiErr := toAPIError(err)
+		if apiErr.Status >= 500 && apiErr.Code == CodeInternal {
+			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
+		}
+		if apiErr.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
+		}
+		var body errorBody
+		body.Error.Code, body.Error.Message = apiErr.Code, apiErr.Message
+		if c.Request().Method == http.MethodHead {
+			err = c.NoContent(apiErr.Status)
+		} else {
+			err = c.JSON(apiErr.Status, body)
+		}
+		if err != nil {
+			logger.DebugContext(c.Request().Context(), "writing error response", "err", err)
+		}
+	}
+}
+
+func toAPIError(err error) *APIError {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code := CodeBadRequest
+		switch he.Code {
+		case http.StatusNotFound:
+			code = CodeNotFound
+		case http.StatusMethodNotAllowed:
+			code = CodeMethodNotAllowed
+		case http.StatusRequestURITooLong:
+			code = CodeURITooLong
+		case http.StatusUnauthorized:
+			code = CodeUnauthorized
+		case http.StatusServiceUnavailable:
+			code = CodeOverloaded
+		}
+		if he.Code >= 500 && he.Code != http.StatusServiceUnavailable {
+			code = CodeInternal
+		}
+		return &APIError{Status: he.Code, Code: code, Message: http.StatusText(he.Code)}
+	}
+	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+}

@@ -1,0 +1,78 @@
+// Package status renders the resilience guards' state as the JSON document
+// of GET /v1/resilience (contract §2), which the dashboard streams too.
+package status
+
+import (
+	"time"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+// Report is the /v1/resilience document.
+type Report struct {
+	GeneratedAt  time.Time    `json:"generated_at"`
+	DeadlineMS   int64        `json:"deadline_ms"`
+	Dependencies []Dependency `json:"dependencies"`
+}
+
+// Dependency is one guard's state.
+type Dependency struct {
+	Name string `json:"name"`
+	// Breaker is CLOSED, OPEN, HALF_OPEN, FORCED_OPEN or FORCED_CLOSED.
+	Breaker string `json:"breaker"`
+	// Counts per event name over the rolling window.
+	Counts               map[string]int64 `json:"counts"`
+	ErrorPercent         float64          `json:"error_percent"`
+	LatencyMS            Latency          `json:"latency_ms"`
+	Bulkhead             Bulkhead         `json:"bulkhead"`
+	TimeoutMS            float64          `json:"timeout_ms"`
+	RecommendedTimeoutMS float64          `json:"recommended_timeout_ms"`
+	WindowMS             int64            `json:"window_ms"`
+	Warnings             []string         `json:"warnings"`
+}
+
+// Latency percentiles in milliseconds over the rolling window.
+type Latency struct {
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Count int64   `json:"count"`
+}
+
+// Bulkhead use at the instant of the report.
+type Bulkhead struct {
+	InUse    int64 `json:"in_use"`
+	Capacity int64 `json:"capacity"`
+	Queued   int64 `json:"queued"`
+}
+
+// Build reads every guard. deadline is the whole request's budget.
+func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Report {
+	r := Report{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: make([]Dependency, 0, len(guards))}
+	for _, g := range guards {
+		s := g.Snapshot(deadline)
+		warnings := s.Warnings
+		if warnings == nil {
+			warnings = []string{}
+		}
+		r.Dependencies = append(r.Dependencies, Dependency{
+			Name:         s.Name,
+			Breaker:      s.Breaker.String(),
+			Counts:       s.Counts,
+			ErrorPercent: s.ErrorPercent,
+			LatencyMS: Latency{
+				P50: ms(s.Latency.P50), P90: ms(s.Latency.P90), P99: ms(s.Latency.P99), P999: ms(s.Latency.P999),
+				Count: s.Latency.Count,
+			},
+			Bulkhead:             Bulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
+			TimeoutMS:            ms(s.Timeout),
+			RecommendedTimeoutMS: ms(s.RecommendedTimeout),
+			WindowMS:             g.Config().Breaker.Window.Milliseconds(),
+			Warnings:             warnings,
+		})
+	}
+	return r
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
