@@ -1,0 +1,169 @@
+package app
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/config"
+)
+
+func (s *service) admin(method, path, body, token string) answer {
+	s.t.Helper()
+	h := map[string]string{"Content-Type": "application/json"}
+	if token != "" {
+		h["Authorization"] = "Bearer " + token
+	}
+	return s.do(method, "http://"+s.addrs.Admin+path, body, h)
+}
+
+func depState(s *service, name string) map[string]any {
+	for _, d := range s.get("/v1/resilience").body["dependencies"].([]any) {
+		if m := d.(map[string]any); m["name"] == name {
+			return m
+		}
+	}
+	return nil
+}
+
+func TestAdminAPI(t *testing.T) {
+	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "s3cret"}, nil)
+	if a := s.admin("GET", "/admin/dependencies", "", ""); a.status != http.StatusUnauthorized || errCode(a) != "UNAUTHORIZED" {
+		t.Fatalf("no token: %d %v", a.status, a.body)
+	}
+	if a := s.admin("GET", "/admin/dependencies", "", "wrong"); a.status != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", a.status)
+	}
+	a := s.admin("GET", "/admin/dependencies", "", "s3cret")
+	coupon := a.body["dependencies"].(map[string]any)["coupon"].(map[string]any)
+	if coupon["timeout"] != "300ms" {
+		t.Fatalf("coupon settings %v", coupon)
+	}
+
+	// A valid patch is applied and shows in /v1/resilience.
+	a = s.admin("PATCH", "/admin/dependencies/coupon", `{"timeout":"250ms","breaker":{"sleep_window":"7s"}}`, "s3cret")
+	if a.status != http.StatusOK {
+		t.Fatalf("patch: %d %v", a.status, a.body)
+	}
+	if got := depState(s, "coupon")["timeout_ms"]; got != 250.0 {
+		t.Fatalf("timeout in force %v", got)
+	}
+	if !strings.Contains(s.logs.String(), `"msg":"settings changed"`) {
+		t.Fatal("change not logged")
+	}
+
+	// Invalid patches change nothing.
+	for _, body := range []string{`{"timeout":"abc"}`, `{"nope":1}`, `{"timeout":"5s"}`, `not json`, ``, `{"bulkhead":{"max_concurrent":-1}}`} {
+		if a := s.admin("PATCH", "/admin/dependencies/coupon", body, "s3cret"); a.status != http.StatusBadRequest || errCode(a) != "BAD_REQUEST" {
+			t.Errorf("%q: %d %v", body, a.status, a.body)
+		}
+	}
+	if got := depState(s, "coupon")["timeout_ms"]; got != 250.0 {
+		t.Fatalf("a bad patch changed the timeout to %v", got)
+	}
+	if a := s.admin("PATCH", "/admin/dependencies/reviews", `{"timeout":"1s"}`, "s3cret"); a.status != http.StatusNotFound {
+		t.Fatalf("unknown dependency: %d", a.status)
+	}
+
+	// Forcing the breaker.
+	if a := s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"open"}`, "s3cret"); a.status != http.StatusOK {
+		t.Fatalf("force: %d %v", a.status, a.body)
+	}
+	if got := depState(s, "logistics")["breaker"]; got != "FORCED_OPEN" {
+		t.Fatalf("breaker %v", got)
+	}
+	page := s.get("/v1/orders/o-1")
+	if got := sec(page, "logistics"); got["reason"] != "SHORT_CIRCUITED" {
+		t.Fatalf("logistics %v", got)
+	}
+	if a := s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"sideways"}`, "s3cret"); a.status != http.StatusBadRequest {
+		t.Fatalf("bad force: %d", a.status)
+	}
+	s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"none"}`, "s3cret")
+	if got := depState(s, "logistics")["breaker"]; got != "CLOSED" {
+		t.Fatalf("breaker %v", got)
+	}
+}
+
+func TestReloadKeepsOldSettingsOnABadFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "orderagg.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("dependencies:\n  coupon:\n    timeout: 200ms\n")
+	s, reload := startService(t, []string{"--config", file}, nil)
+	if got := depState(s, "coupon")["timeout_ms"]; got != 200.0 {
+		t.Fatalf("file not applied: %v", got)
+	}
+	write("dependencies:\n  coupon:\n    timeout: 150ms\n")
+	reload <- struct{}{}
+	waitUntil(t, func() bool { return depState(s, "coupon")["timeout_ms"] == 150.0 })
+	write("dependencies:\n  coupon:\n    timeout: nonsense\n")
+	reload <- struct{}{}
+	waitUntil(t, func() bool { return strings.Contains(s.logs.String(), "config reload failed") })
+	if got := depState(s, "coupon")["timeout_ms"]; got != 150.0 {
+		t.Fatalf("bad file changed the settings: %v", got)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestOverloadIsShedAtOnce(t *testing.T) {
+	s, _ := startService(t, []string{"--max-inflight", "2"}, func(c *config.Serve) {
+		c.Dependencies.Order.Timeout = time.Second
+	})
+	s.fault("order", `{"latency_ms":400}`)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { s.get("/v1/orders/o-1") })
+	}
+	waitUntil(t, func() bool { return s.simRequests()["order"] >= 2 })
+	a := s.get("/v1/orders/o-2")
+	if a.status != http.StatusServiceUnavailable || errCode(a) != "OVERLOADED" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("%d %v", a.status, a.body)
+	}
+	wg.Wait()
+}
+
+func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	s.fault("order", `{"latency_ms":300}`)
+	const n = 5
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { statuses <- s.get("/v1/orders/o-1").status })
+	}
+	waitUntil(t, func() bool { return s.simRequests()["order"] >= n })
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(statuses)
+	for st := range statuses {
+		if st != http.StatusOK {
+			t.Fatalf("in-flight request answered %d during shutdown", st)
+		}
+	}
+	if _, err := http.Get("http://" + s.addrs.API + "/healthz"); err == nil {
+		t.Fatal("still accepting after shutdown")
+	}
+	if !strings.Contains(s.logs.String(), `"msg":"stopped"`) {
+		t.Fatal("no stopped log line")
+	}
+}

@@ -1,0 +1,433 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/orderagg/orderagg/internal/config"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// go-redis's dialer goroutine ends on its own within a second of Close.
+		goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+	)
+}
+
+// service is an in-process orderagg in embedded demo mode.
+type service struct {
+	t     *testing.T
+	addrs Addrs
+	logs  *syncBuffer
+	stop  func() error // ends Serve (as SIGTERM does) and waits for it
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startService runs Serve until the test ends. edit may change the
+// configuration first (shorter budgets keep hang tests quick).
+func startService(t *testing.T, args []string, edit func(*config.Serve)) (*service, chan struct{}) {
+	t.Helper()
+	cfg, err := config.ParseServe(append([]string{"--addr", "127.0.0.1:0"}, args...), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan Addrs, 1)
+	done := make(chan error, 1)
+	reload := make(chan struct{})
+	s := &service{t: t, logs: &syncBuffer{}}
+	go func() {
+		done <- Serve(ctx, cfg, Env{Stderr: s.logs, Reload: reload, OnReady: func(a Addrs) { ready <- a }})
+	}()
+	var once sync.Once
+	var serveErr error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			serveErr = <-done
+			http.DefaultClient.CloseIdleConnections()
+		})
+		return serveErr
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	select {
+	case s.addrs = <-ready:
+	case err := <-done:
+		t.Fatalf("Serve ended before ready: %v\n%s", err, s.logs)
+	}
+	return s, reloadChan(reload)
+}
+
+type reloadChan chan struct{}
+
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+	took   time.Duration
+}
+
+func (s *service) do(method, url string, body string, header map[string]string) answer {
+	s.t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header, took: time.Since(start)}
+	if len(raw) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if err := json.Unmarshal(raw, &a.body); err != nil {
+			s.t.Fatalf("%s %s: invalid JSON %q: %v", method, url, raw, err)
+		}
+	}
+	return a
+}
+
+func (s *service) get(path string) answer {
+	return s.do(http.MethodGet, "http://"+s.addrs.API+path, "", nil)
+}
+
+func (s *service) fault(svc, body string) {
+	s.t.Helper()
+	a := s.do(http.MethodPut, "http://"+s.addrs.Sim+"/faults/"+svc, body, nil)
+	if a.status != http.StatusOK {
+		s.t.Fatalf("fault %s %s: %d %v", svc, body, a.status, a.body)
+	}
+}
+
+func (s *service) simRequests() map[string]float64 {
+	a := s.do(http.MethodGet, "http://"+s.addrs.Sim+"/stats", "", nil)
+	out := map[string]float64{}
+	for k, v := range a.body {
+		out[k] = v.(map[string]any)["requests"].(float64)
+	}
+	return out
+}
+
+func sec(a answer, name string) map[string]any {
+	s, _ := a.body[name].(map[string]any)
+	return s
+}
+
+func errCode(a answer) string {
+	e, _ := a.body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+// shortBudgets keeps hang tests quick: 300 ms page, sub-budgets inside it.
+func shortBudgets(cfg *config.Serve) {
+	cfg.Deadline = 300 * time.Millisecond
+	cfg.Reserve = 40 * time.Millisecond
+	cfg.Dependencies.Order.Timeout = 200 * time.Millisecond
+	cfg.Dependencies.Inventory.Timeout = 120 * time.Millisecond
+	cfg.Dependencies.Coupon.Timeout = 100 * time.Millisecond
+	cfg.Dependencies.Logistics.Timeout = 120 * time.Millisecond
+}
+
+func TestHealthyAnswer(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	a := s.do(http.MethodGet, "http://"+s.addrs.API+"/v1/orders/o-1001", "", map[string]string{"X-Request-Id": "req-42"})
+	if a.status != http.StatusOK || a.body["degraded"] != false || a.body["order_id"] != "o-1001" {
+		t.Fatalf("%d %v", a.status, a.body)
+	}
+	if a.header.Get("X-Request-Id") != "req-42" {
+		t.Fatalf("request id %q", a.header.Get("X-Request-Id"))
+	}
+	if a.header.Get("Cache-Control") == "no-store" {
+		t.Fatal("healthy answer marked no-store")
+	}
+	for _, name := range []string{"order", "inventory", "coupons", "logistics"} {
+		s := sec(a, name)
+		if s["source"] != "live" || s["degraded"] != false {
+			t.Errorf("%s: %v", name, s)
+		}
+		if _, has := s["reason"]; has {
+			t.Errorf("%s: live section with a reason", name)
+		}
+	}
+	order := sec(a, "order")["data"].(map[string]any)
+	if order["id"] != "o-1001" || len(order["items"].([]any)) == 0 {
+		t.Fatalf("order data %v", order)
+	}
+	if sec(a, "inventory")["status"] != "CONFIRMED" {
+		t.Fatalf("inventory %v", sec(a, "inventory"))
+	}
+}
+
+func TestDegradation(t *testing.T) {
+	tests := []struct {
+		svc, fault, section, reason string
+	}{
+		{"inventory", `{"error_rate":1}`, "inventory", "FAILURE"},
+		{"inventory", `{"hang":true}`, "inventory", "TIMEOUT"},
+		{"inventory", `{"corrupt":true}`, "inventory", "FAILURE"},
+		{"coupon", `{"error_rate":1,"error_status":503}`, "coupons", "FAILURE"},
+		{"coupon", `{"latency_ms":1000}`, "coupons", "TIMEOUT"},
+		{"logistics", `{"hang":true}`, "logistics", "TIMEOUT"},
+		{"logistics", `{"corrupt":true}`, "logistics", "FAILURE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.svc+tc.fault, func(t *testing.T) {
+			s, _ := startService(t, nil, shortBudgets)
+			s.fault(tc.svc, tc.fault)
+			a := s.get("/v1/orders/o-77") // never seen: no last-good answer
+			if a.status != http.StatusOK || a.body["degraded"] != true {
+				t.Fatalf("%d %v", a.status, a.body)
+			}
+			if a.header.Get("Cache-Control") != "no-store" {
+				t.Fatal("degraded answer without Cache-Control: no-store")
+			}
+			got := sec(a, tc.section)
+			if got["source"] != "fallback" || got["degraded"] != true || got["reason"] != tc.reason {
+				t.Fatalf("%s: %v", tc.section, got)
+			}
+			switch tc.section {
+			case "inventory":
+				if got["status"] != "UNKNOWN" {
+					t.Fatalf("inventory status %v", got["status"])
+				}
+				items := got["items"].([]any)
+				orderItems := sec(a, "order")["data"].(map[string]any)["items"].([]any)
+				if len(items) != len(orderItems) {
+					t.Fatalf("%d unknown items for %d order items", len(items), len(orderItems))
+				}
+				for _, it := range items {
+					m := it.(map[string]any)
+					if v, ok := m["available"]; !ok || v != nil || m["status"] != "UNKNOWN" {
+						t.Fatalf("fabricated stock %v", m)
+					}
+				}
+			case "coupons":
+				if items, ok := got["items"].([]any); !ok || len(items) != 0 {
+					t.Fatalf("coupons items %v", got["items"])
+				}
+			case "logistics":
+				if got["status"] != "UNKNOWN" {
+					t.Fatalf("logistics status %v", got["status"])
+				}
+			}
+			for _, other := range []string{"order", "inventory", "coupons", "logistics"} {
+				if other != tc.section && sec(a, other)["source"] != "live" {
+					t.Errorf("%s degraded by a fault in %s", other, tc.svc)
+				}
+			}
+			if a.took > 300*time.Millisecond {
+				t.Errorf("answer took %v, deadline 300ms", a.took)
+			}
+		})
+	}
+}
+
+func TestLastGoodAnswerServedWithAge(t *testing.T) {
+	s, _ := startService(t, nil, shortBudgets)
+	if a := s.get("/v1/orders/o-5"); a.status != http.StatusOK || a.body["degraded"] != false {
+		t.Fatalf("%d %v", a.status, a.body)
+	}
+	// The write-behind is asynchronous: wait (bounded) until a failure is
+	// answered from the cache.
+	s.fault("logistics", `{"error_rate":1}`)
+	s.fault("order", `{"error_rate":1}`)
+	var a answer
+	for range 100 {
+		a = s.get("/v1/orders/o-5")
+		if sec(a, "logistics")["source"] == "cache" && sec(a, "order")["source"] == "cache" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range []string{"order", "logistics"} {
+		got := sec(a, name)
+		if got["source"] != "cache" || got["degraded"] != true || got["reason"] != "FAILURE" {
+			t.Fatalf("%s: %v", name, got)
+		}
+		asOf, err := time.Parse(time.RFC3339Nano, fmt.Sprint(got["as_of"]))
+		if err != nil || time.Since(asOf) > time.Minute || time.Since(asOf) < 0 {
+			t.Fatalf("%s as_of %v (%v)", name, got["as_of"], err)
+		}
+	}
+	if a.status != http.StatusOK {
+		t.Fatalf("order from cache: %d", a.status)
+	}
+}
+
+func TestOrderFailures(t *testing.T) {
+	s, _ := startService(t, nil, shortBudgets)
+	a := s.get("/v1/orders/nf-123")
+	if a.status != http.StatusNotFound || errCode(a) != "ORDER_NOT_FOUND" {
+		t.Fatalf("%d %v", a.status, a.body)
+	}
+	s.fault("order", `{"hang":true}`)
+	a = s.get("/v1/orders/o-9")
+	if a.status != http.StatusServiceUnavailable || errCode(a) != "ORDER_UNAVAILABLE" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("%d %v %v", a.status, a.body, a.header)
+	}
+	if a.took > 300*time.Millisecond {
+		t.Fatalf("503 took %v", a.took)
+	}
+	// A 404 does not count against the order service's health.
+	r := s.get("/v1/resilience")
+	for _, d := range r.body["dependencies"].([]any) {
+		m := d.(map[string]any)
+		if m["name"] == "order" && m["counts"].(map[string]any)["bad_request"].(float64) != 1 {
+			t.Fatalf("order counts %v", m["counts"])
+		}
+	}
+}
+
+func TestEverythingHangingStaysInsideDeadline(t *testing.T) {
+	s, _ := startService(t, nil, shortBudgets)
+	for _, svc := range []string{"order", "inventory", "coupon", "logistics"} {
+		s.fault(svc, `{"hang":true}`)
+	}
+	for range 3 {
+		a := s.get("/v1/orders/o-1")
+		if a.status != http.StatusServiceUnavailable {
+			t.Fatalf("%d %v", a.status, a.body)
+		}
+		if a.took > 300*time.Millisecond {
+			t.Fatalf("answer after %v, deadline 300ms", a.took)
+		}
+	}
+}
+
+func TestBadInputNeverReachesADownstream(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	before := s.simRequests()
+	for _, id := range []string{"has%20space", strings.Repeat("a", 65), "semi;colon", "%2e%2e", "uni%C3%A9"} {
+		a := s.get("/v1/orders/" + id)
+		if a.status != http.StatusBadRequest || errCode(a) != "INVALID_ORDER_ID" {
+			t.Errorf("%q: %d %v", id, a.status, a.body)
+		}
+	}
+	if after := s.simRequests(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("invalid ids reached downstreams: %v → %v", before, after)
+	}
+}
+
+func TestEdgeErrorsAreJSON(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	api := "http://" + s.addrs.API
+	tests := []struct {
+		method, path string
+		header       map[string]string
+		status       int
+		code         string
+	}{
+		{"GET", "/nope", nil, 404, "NOT_FOUND"},
+		{"POST", "/v1/orders/o-1", nil, 405, "METHOD_NOT_ALLOWED"},
+		{"DELETE", "/healthz", nil, 405, "METHOD_NOT_ALLOWED"},
+		{"GET", "/v1/orders/" + strings.Repeat("a", 9000), nil, 414, "URI_TOO_LONG"},
+	}
+	for _, tc := range tests {
+		a := s.do(tc.method, api+tc.path, "", tc.header)
+		if a.status != tc.status || errCode(a) != tc.code {
+			t.Errorf("%s %.40s: %d %v", tc.method, tc.path, a.status, a.body)
+		}
+	}
+	// Headers over 64 KiB are refused by the server itself (sent raw, as
+	// any client would; Go's client hides the early answer).
+	if got := rawStatus(t, s.addrs.API, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: "+strings.Repeat("x", 65<<10)+"\r\n\r\n"); got != "431" {
+		t.Fatalf("big header: status %s", got)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if a := s.get(p); a.status != 200 {
+			t.Errorf("%s: %d", p, a.status)
+		}
+	}
+}
+
+// rawStatus writes req on a new connection and returns the status code.
+func rawStatus(t *testing.T, addr, req string) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	wrote := make(chan struct{})
+	go func() { // the server may answer before reading it all
+		defer close(wrote)
+		conn.Write([]byte(req))
+	}()
+	defer func() { conn.Close(); <-wrote }()
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading status: %v", err)
+	}
+	fields := strings.Fields(line)
+	if len(fields) < 2 {
+		t.Fatalf("status line %q", line)
+	}
+	return fields[1]
+}
+
+func TestResilienceSnapshot(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	s.get("/v1/orders/o-1")
+	a := s.get("/v1/resilience")
+	deps := a.body["dependencies"].([]any)
+	var names []string
+	for _, d := range deps {
+		m := d.(map[string]any)
+		names = append(names, m["name"].(string))
+		for _, key := range []string{"breaker", "counts", "error_percent", "latency_ms", "bulkhead", "timeout_ms", "recommended_timeout_ms"} {
+			if _, ok := m[key]; !ok {
+				t.Errorf("%s lacks %s", m["name"], key)
+			}
+		}
+		if m["breaker"] != "CLOSED" {
+			t.Errorf("%s breaker %v", m["name"], m["breaker"])
+		}
+	}
+	if fmt.Sprint(names) != "[order inventory coupon logistics cache]" {
+		t.Fatalf("dependencies %v", names)
+	}
+}
