@@ -23,6 +23,9 @@ import (
 	"github.com/orderagg/orderagg/internal/config"
 )
 
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
@@ -76,6 +79,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			config.SimUsage(stdout)
 			return 0
 		}
+	case "version", "--version":
+		fmt.Fprintln(stdout, "orderagg", version)
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

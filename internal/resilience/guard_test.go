@@ -399,11 +399,13 @@ func (c *fakeClock) pending() int {
 
 // waitFor polls a condition another goroutine makes true; it bounds the wait
 // so a broken guard fails the test instead of hanging it.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
+func waitFor(t interface{ Fatal(...any) }, cond func() bool) {
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if t == nil {
+				panic("condition not reached")
+			}
 			t.Fatal("condition not reached")
 		}
 		time.Sleep(time.Millisecond)
