@@ -121,6 +121,9 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		Store:      store,
 		CacheGuard: guards[config.NameCache],
 		Reserve:    cfg.Reserve,
+		// Popular orders are answered many times a second; one write per
+		// second per section keeps Redis load proportional to distinct orders.
+		RewriteInterval: time.Second,
 	})
 	if err != nil {
 		return err

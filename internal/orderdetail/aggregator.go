@@ -48,6 +48,10 @@ type Config struct {
 	Reserve  time.Duration
 	Now      func() time.Time // defaults to time.Now
 	Observer Observer
+	// RewriteInterval: a live answer of the same dependency for the same
+	// order is written to the store at most once per interval. 0 writes
+	// every live answer.
+	RewriteInterval time.Duration
 }
 
 // Aggregator builds order-detail pages. It is safe for concurrent use.
@@ -58,6 +62,7 @@ type Aggregator struct {
 	reserve    time.Duration
 	now        func() time.Time
 	obs        Observer
+	throttle   *writeThrottle
 }
 
 // New builds an Aggregator.
@@ -85,6 +90,7 @@ func New(cfg Config) (*Aggregator, error) {
 		reserve:    cfg.Reserve,
 		now:        cfg.Now,
 		obs:        cfg.Observer,
+		throttle:   newWriteThrottle(cfg.RewriteInterval),
 	}
 	if a.now == nil {
 		a.now = time.Now
@@ -216,7 +222,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 // request path.
 func (a *Aggregator) remember(orderID string, sections []Section, liveAt []time.Time) {
 	for i, s := range sections {
-		if s.Source != SourceLive {
+		if s.Source != SourceLive || !a.throttle.allow(s.Name, orderID, liveAt[i]) {
 			continue
 		}
 		payload, err := json.Marshal(s.Body)

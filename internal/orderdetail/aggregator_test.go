@@ -410,3 +410,46 @@ func TestEverythingHungStaysInsideDeadline(t *testing.T) {
 		t.Fatalf("answered after %v, deadline %v", el, deadline)
 	}
 }
+
+func TestWriteThrottle(t *testing.T) {
+	th := newWriteThrottle(time.Second)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		dep, id string
+		at      time.Duration
+		want    bool
+	}{
+		{"order", "o-1", 0, true},
+		{"order", "o-1", 500 * time.Millisecond, false},
+		{"inventory", "o-1", 500 * time.Millisecond, true},
+		{"order", "o-2", 500 * time.Millisecond, true},
+		{"order", "o-1", time.Second, true},
+		{"order", "o-1", 1500 * time.Millisecond, false},
+	}
+	for _, s := range steps {
+		if got := th.allow(s.dep, s.id, t0.Add(s.at)); got != s.want {
+			t.Fatalf("allow(%s, %s, +%v) = %v", s.dep, s.id, s.at, got)
+		}
+	}
+	var off *writeThrottle
+	if !off.allow("order", "o-1", t0) || !off.allow("order", "o-1", t0) {
+		t.Fatal("a nil throttle must allow everything")
+	}
+}
+
+// BenchmarkGet measures the aggregation's own cost per page — four guarded
+// calls in parallel, assembly and the last-good hand-off — with instant fakes
+// in place of the HTTP clients.
+func BenchmarkGet(b *testing.B) {
+	t := &testing.T{}
+	r := newRig(t, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		if _, err := r.agg.Get(cctx, "o-1"); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+}
