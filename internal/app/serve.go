@@ -264,14 +264,32 @@ func httpTimeouts(deadline time.Duration) timeouts {
 // 4 KiB of slack beyond MaxHeaderBytes.
 const maxHeaderBytes = 64<<10 - 4096
 
-// startHTTP listens on addr and serves h on an owned goroutine until the
-// returned server is shut down.
-func startHTTP(addr string, h http.Handler, t timeouts, logger *slog.Logger) (*http.Server, string, error) {
+// server is an http.Server with the goroutine that runs it: Shutdown stops
+// it and waits for that goroutine, so nothing outlives the program.
+type server struct {
+	*http.Server
+	done chan struct{}
+}
+
+// Shutdown stops accepting, waits for requests in flight (bounded by ctx)
+// and for the serving goroutine.
+func (s *server) Shutdown(ctx context.Context) error {
+	err := s.Server.Shutdown(ctx)
+	if err != nil {
+		s.Server.Close() // out of time: cut what is left
+	}
+	<-s.done
+	return err
+}
+
+// startHTTP listens on addr and serves h until the returned server is shut
+// down.
+func startHTTP(addr string, h http.Handler, t timeouts, logger *slog.Logger) (*server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{
+	srv := &server{Server: &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
@@ -279,8 +297,9 @@ func startHTTP(addr string, h http.Handler, t timeouts, logger *slog.Logger) (*h
 		IdleTimeout:       t.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}
+	}, done: make(chan struct{})}
 	go func() {
+		defer close(srv.done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
 		}
