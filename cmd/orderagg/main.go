@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 				defer close(forwardDone)
 				forward(fctx, hup, reload)
 			}()
-			err = app.Serve(ctx, cfg, app.Env{Stdout: stdout, Stderr: stderr, Getenv: getenv, Reload: reload})
+			err = app.Serve(ctx, cfg, app.Env{Stdout: stdout, Stderr: stderr, Getenv: getenv, Reload: reload, Version: version})
 		} else if errors.Is(err, flag.ErrHelp) {
 			config.ServeUsage(stdout)
 			return 0

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/downstream"
@@ -26,6 +27,7 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
 	"github.com/orderagg/orderagg/internal/status"
+	"github.com/orderagg/orderagg/internal/telemetry"
 )
 
 // Env is what a program gets from its surroundings.
@@ -37,6 +39,8 @@ type Env struct {
 	Reload <-chan struct{}
 	// OnReady, if set, is told the bound addresses once serving (tests).
 	OnReady func(Addrs)
+	// Version is the build's version, reported as service.version.
+	Version string
 }
 
 // Addrs are the addresses a running service listens on.
@@ -46,11 +50,13 @@ type Addrs struct {
 	Sim   string // the embedded simulators' address, in demo mode
 }
 
+// newLogger writes JSON lines to w, each carrying the trace and span ids of
+// its context when there are any.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	if w == nil {
 		w = os.Stderr
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
 }
 
 // Serve runs the order-detail service until ctx ends, then drains: readiness
@@ -61,6 +67,18 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	var ready atomic.Bool
 	var closers closeStack
 	defer closers.closeAll(logger, cfg.ShutdownTimeout)
+
+	// Telemetry first, so it is flushed last, after the servers drained.
+	tel, err := telemetry.Setup(ctx, telemetry.Config{
+		ServiceVersion: env.Version,
+		Stdout:         env.Stdout,
+		Getenv:         env.Getenv,
+		Logger:         logger,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", config.ErrUsage, err)
+	}
+	closers.push("telemetry", tel.Shutdown)
 
 	// Downstreams: the real ones, or the simulators in-process.
 	var simSrv *sim.Server
@@ -87,21 +105,31 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
 	closers.push("cache", store.Close)
+	if err := tel.InstrumentRedis(store.Client()); err != nil {
+		return fmt.Errorf("instrumenting redis: %w", err)
+	}
+	if err := tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) }); err != nil {
+		return err
+	}
 
 	// One guard per dependency, from the one list of settings.
 	guards := map[string]*resilience.Guard{}
 	var ordered []*resilience.Guard
+	listener := tel.Listener(logger)
 	for _, name := range cfg.Dependencies.Names() {
 		d, _ := cfg.Dependencies.Get(name)
-		g, err := resilience.New(name, d.Config)
+		g, err := resilience.New(name, d.Config, resilience.WithListener(listener))
 		if err != nil {
 			return err
 		}
 		guards[name] = g
 		ordered = append(ordered, g)
 	}
+	if err := tel.ObserveGuards(ordered); err != nil {
+		return err
+	}
 
-	clients, err := newClients(cfg)
+	clients, err := newClients(cfg, tel.WrapTransport)
 	if err != nil {
 		return err
 	}
@@ -121,6 +149,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		Store:      store,
 		CacheGuard: guards[config.NameCache],
 		Reserve:    cfg.Reserve,
+		Observer:   tel.Observer(),
 		// Popular orders are answered many times a second; one write per
 		// second per section keeps Redis load proportional to distinct orders.
 		RewriteInterval: time.Second,
@@ -137,6 +166,9 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		Report:      func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) },
 		Ready:       ready.Load,
 		Logger:      logger,
+		Metrics:     tel.MetricsHandler(),
+		Record:      tel.RecordRequest,
+		Middleware:  []echo.MiddlewareFunc{tel.Middleware()},
 	})
 	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline), logger)
 	if err != nil {
@@ -207,10 +239,10 @@ func (c *clientSet) Close() {
 
 // newClients builds one client per downstream, each with a connection pool
 // of twice its bulkhead (room for hedges and for connections still closing).
-func newClients(cfg config.Serve) (*clientSet, error) {
+func newClients(cfg config.Serve, wrap func(string, http.RoundTripper) http.RoundTripper) (*clientSet, error) {
 	d := cfg.Dependencies
 	conf := func(url string, dep config.Dependency) downstream.Config {
-		return downstream.Config{BaseURL: url, MaxConns: 2 * dep.Bulkhead.MaxConcurrent}
+		return downstream.Config{BaseURL: url, MaxConns: 2 * dep.Bulkhead.MaxConcurrent, WrapTransport: wrap}
 	}
 	var c clientSet
 	var err error

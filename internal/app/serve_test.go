@@ -431,3 +431,48 @@ func TestResilienceSnapshot(t *testing.T) {
 		t.Fatalf("dependencies %v", names)
 	}
 }
+
+func TestMetricsCountEachEventOnItsOwn(t *testing.T) {
+	s, _ := startService(t, nil, shortBudgets)
+	s.get("/v1/orders/o-1") // live: remembered
+	s.fault("logistics", `{"hang":true}`)
+	s.fault("coupon", `{"error_rate":1}`)
+	waitUntil(t, func() bool { return sec(s.get("/v1/orders/o-1"), "logistics")["source"] == "cache" })
+	s.get("/v1/orders/o-404404") // never seen: coupon fallback fails (cache miss)
+	resp, err := http.Get("http://" + s.addrs.API + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	metrics := string(raw)
+	for _, want := range []string{
+		`orderagg_dependency_events_total{dependency="logistics",event="timeout"}`,
+		`orderagg_dependency_events_total{dependency="logistics",event="fallback_success"}`,
+		`orderagg_dependency_events_total{dependency="logistics",event="cache_hit"}`,
+		`orderagg_dependency_events_total{dependency="coupon",event="failure"}`,
+		`orderagg_dependency_events_total{dependency="coupon",event="fallback_failure"}`,
+		`orderagg_dependency_events_total{dependency="coupon",event="cache_miss",reason="absent"}`,
+		`orderagg_dependency_events_total{dependency="order",event="success"}`,
+		`orderagg_http_requests_total{degraded="true",status="200"}`,
+		`orderagg_breaker_state{dependency="inventory"} 0`,
+		`orderagg_bulkhead_capacity{dependency="order"} 100`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", grepLines(metrics, "orderagg_dependency_events_total"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

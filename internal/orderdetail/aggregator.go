@@ -210,7 +210,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 		}
 	}
 	if a.obs != nil {
-		a.obs.CacheLookup(ctx, d.name, outcome)
+		a.obs.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
 	}
 	if outcome != "hit" {
 		return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)

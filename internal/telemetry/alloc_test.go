@@ -1,0 +1,52 @@
+package telemetry
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+// TestOnEventAllocations: with traces off, counting an event allocates
+// nothing once the dependency has been seen, so the listener adds no garbage
+// to the request path.
+func TestOnEventAllocations(t *testing.T) {
+	tel, err := Setup(context.Background(), Config{Getenv: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	l := tel.Listener(nil)
+	ctx := context.Background()
+	e := resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 1, Start: time.Now(), Duration: 3 * time.Millisecond}
+	l.OnEvent(ctx, e)
+	if n := testing.AllocsPerRun(1000, func() { l.OnEvent(ctx, e) }); n != 0 {
+		t.Errorf("OnEvent allocates %v times per event", n)
+	}
+}
+
+func BenchmarkOnEvent(b *testing.B) {
+	for _, exporter := range []string{"none", "test"} {
+		b.Run("traces="+exporter, func(b *testing.B) {
+			cfg := Config{Getenv: env()}
+			if exporter == "test" {
+				cfg.SpanExporter = discardExporter{}
+			}
+			tel, err := Setup(context.Background(), cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+			l := tel.Listener(nil)
+			e := resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 1, Start: time.Now(), Duration: 3 * time.Millisecond}
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					l.OnEvent(ctx, e)
+				}
+			})
+		})
+	}
+}

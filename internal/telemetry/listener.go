@@ -1,0 +1,269 @@
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+// Span attribute keys set on dependency and fallback spans.
+const (
+	attrSpanDependency = attribute.Key("orderagg.dependency")
+	attrSpanEvent      = attribute.Key("orderagg.event")
+	attrSpanAttempt    = attribute.Key("orderagg.attempt")
+	attrSpanHedge      = attribute.Key("orderagg.hedge")
+	attrSpanProbe      = attribute.Key("orderagg.probe")
+	attrSpanOutcome    = attribute.Key("orderagg.cache.outcome")
+	attrSpanDegraded   = attribute.Key("orderagg.degraded")
+	attrSpanRequestID  = attribute.Key("orderagg.request_id")
+)
+
+// Listener returns the resilience.Listener to give every guard (one is
+// enough for all of them). For each event it
+//
+//   - counts it in orderagg_dependency_events_total{dependency,event}, and a
+//     physical attempt's duration in orderagg_dependency_attempt_duration_seconds,
+//     a logical call in orderagg_dependency_calls_total, a retry or hedge in
+//     their own counters;
+//   - when traces are on, records a span, child of the span in the event's
+//     context (the request's server span): "dependency <dep>" for an attempt
+//     or a refused call, "fallback <dep>" for a fallback. The guard reports an
+//     event after it happened, so the span is made after the fact with the
+//     event's start and duration; a failure, timeout, short-circuit,
+//     rejection or failed fallback has status Error;
+//   - logs each fallback at WARN, at most one line per dependency per
+//     Config.LogInterval, the next line carrying how many were suppressed —
+//     an outage must not flood the log. The line names the latest failed
+//     event of that dependency as the cause.
+//
+// Breaker transitions are counted in orderagg_breaker_transitions_total and
+// logged: WARN when the breaker opens or is forced, INFO when it closes or
+// probes. logger nil means Config.Logger.
+func (t *Telemetry) Listener(logger *slog.Logger) resilience.Listener {
+	if logger == nil {
+		logger = t.cfg.Logger
+	}
+	l := &listener{t: t, log: logger}
+	l.logs.build = func(string) *fallbackLog { return &fallbackLog{lim: newLimiter(t.cfg.Now, t.cfg.LogInterval)} }
+	return l
+}
+
+var (
+	_ resilience.Listener  = (*listener)(nil)
+	_ orderdetail.Observer = observer{}
+)
+
+type listener struct {
+	t    *Telemetry
+	log  *slog.Logger
+	logs cowMap[*fallbackLog] // by dependency
+}
+
+// fallbackLog is one dependency's fallback log state.
+type fallbackLog struct {
+	lim *limiter
+
+	mu       sync.Mutex
+	cause    string // the latest failed event, e.g. "timeout"
+	causeErr error
+}
+
+func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
+	d := l.t.deps.get(e.Dependency)
+	name := e.Name()
+	ev := d.event(name)
+	in := &l.t.inst
+	in.events.Add(ctx, 1, ev.add...)
+	switch {
+	case e.Fallback:
+	case e.Attempt == 0:
+		in.calls.Add(ctx, 1, d.dep.add...) // refused: a call that never reached the dependency
+	default:
+		in.attempt.Record(ctx, e.Duration.Seconds(), ev.rec...)
+		switch {
+		case e.Hedge:
+			in.hedges.Add(ctx, 1, d.dep.add...)
+		case e.Attempt == 1:
+			in.calls.Add(ctx, 1, d.dep.add...)
+		default:
+			in.retries.Add(ctx, 1, d.dep.add...)
+		}
+	}
+	if l.t.tracing {
+		l.span(ctx, d, name, e)
+	}
+	switch {
+	case e.Fallback:
+		l.logFallback(ctx, e)
+	case isCause(ctx, e):
+		f := l.logs.get(e.Dependency)
+		f.mu.Lock()
+		f.cause, f.causeErr = name, e.Err
+		f.mu.Unlock()
+	}
+}
+
+// isCause reports whether e may be why a fallback follows: the dependency
+// failed, was too slow or was not called. A deadline event counts only when
+// the caller's context really ended; otherwise it is the losing attempt of a
+// hedge, cancelled because the other one answered.
+func isCause(ctx context.Context, e resilience.Event) bool {
+	switch e.Kind {
+	case resilience.KindFailure, resilience.KindTimeout, resilience.KindShortCircuited, resilience.KindRejected:
+		return true
+	case resilience.KindDeadline:
+		return ctx.Err() != nil || e.Attempt == 0
+	}
+	return false
+}
+
+// spanIsError: the events after which the caller has no live answer through
+// no fault of its own. bad_request (the dependency said "no such thing") and
+// deadline (the caller ran out of time, or a hedge lost) are not errors of
+// the dependency call.
+func spanIsError(e resilience.Event) bool {
+	if e.Fallback {
+		return e.Kind != resilience.KindSuccess
+	}
+	switch e.Kind {
+	case resilience.KindFailure, resilience.KindTimeout, resilience.KindShortCircuited, resilience.KindRejected:
+		return true
+	}
+	return false
+}
+
+func (l *listener) span(ctx context.Context, d *depAttrs, name string, e resilience.Event) {
+	spanName := d.spanName
+	if e.Fallback {
+		spanName = d.fallbackName
+	}
+	_, sp := l.t.tracer.Start(ctx, spanName,
+		trace.WithTimestamp(e.Start),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			d.spanDep,
+			attrSpanEvent.String(name),
+			attrSpanAttempt.Int(e.Attempt),
+			attrSpanHedge.Bool(e.Hedge),
+			attrSpanProbe.Bool(e.Probe),
+		))
+	end := e.Start.Add(e.Duration)
+	if e.Err != nil {
+		sp.RecordError(e.Err, trace.WithTimestamp(end))
+	}
+	if spanIsError(e) {
+		sp.SetStatus(codes.Error, name)
+	}
+	sp.End(trace.WithTimestamp(end))
+}
+
+func (l *listener) logFallback(ctx context.Context, e resilience.Event) {
+	f := l.logs.get(e.Dependency)
+	ok, suppressed := f.lim.allow()
+	if !ok {
+		return
+	}
+	f.mu.Lock()
+	cause, causeErr := f.cause, f.causeErr
+	f.mu.Unlock()
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs,
+		slog.String("dependency", e.Dependency),
+		slog.String("event", e.Name()),
+	)
+	if cause != "" {
+		attrs = append(attrs, slog.String("cause", cause))
+	}
+	if causeErr != nil {
+		attrs = append(attrs, slog.String("error", causeErr.Error()))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("fallback_error", e.Err.Error()))
+	}
+	attrs = append(attrs, slog.Int64("suppressed", suppressed))
+	l.log.LogAttrs(ctx, slog.LevelWarn, "dependency fallback", attrs...)
+}
+
+func (l *listener) OnStateChange(c resilience.StateChange) {
+	ctx := context.Background()
+	l.t.inst.transitions.Add(ctx, 1, transitionAttrs(c))
+	level := slog.LevelInfo
+	switch c.To {
+	case resilience.StateOpen, resilience.StateForcedOpen, resilience.StateForcedClosed:
+		level = slog.LevelWarn
+	}
+	l.log.LogAttrs(ctx, level, "circuit breaker "+c.To.String(),
+		slog.String("dependency", c.Dependency),
+		slog.String("from", c.From.String()),
+		slog.String("to", c.To.String()),
+		slog.Time("at", c.At),
+	)
+}
+
+func transitionAttrs(c resilience.StateChange) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(
+		attribute.String(attrDependency, c.Dependency),
+		attribute.String(attrFrom, c.From.String()),
+		attribute.String(attrTo, c.To.String()),
+	))
+}
+
+// Observer returns the orderdetail.Observer that counts last-good lookups:
+// a hit as orderagg_dependency_events_total{event="cache_hit"}, a miss as
+// {event="cache_miss", reason=absent|stale|corrupt|error}, by the dependency
+// whose answer was looked up. With traces on, the lookup is also an event
+// ("cache lookup") on the span in ctx.
+func (t *Telemetry) Observer() orderdetail.Observer { return observer{t} }
+
+type observer struct{ t *Telemetry }
+
+func (o observer) CacheLookup(ctx context.Context, dep, outcome string) {
+	d := o.t.deps.get(dep)
+	if outcome == "hit" {
+		o.t.inst.events.Add(ctx, 1, d.event(EventCacheHit).add...)
+	} else {
+		o.t.inst.events.Add(ctx, 1, d.miss(outcome).add...)
+	}
+	if o.t.tracing {
+		trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(d.spanDep, attrSpanOutcome.String(outcome)))
+	}
+}
+
+// limiter lets one thing through per interval and counts what it held back.
+type limiter struct {
+	now   func() time.Time
+	every time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	started    bool
+	suppressed int64
+}
+
+func newLimiter(now func() time.Time, every time.Duration) *limiter {
+	return &limiter{now: now, every: every}
+}
+
+// allow reports whether to go ahead and, if so, how many were held back
+// since the last time it did.
+func (l *limiter) allow() (bool, int64) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.started, l.last, l.suppressed = true, now, 0
+	return true, n
+}

@@ -1,0 +1,396 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+const (
+	callerTrace  = "4bf92f3577b34da6a3ce929d0e0e4736"
+	callerParent = "00f067aa0ba902b7"
+	traceparent  = "00-" + callerTrace + "-" + callerParent + "-01"
+)
+
+func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// downstream is a fake dependency that records the traceparent it was sent.
+type downstream struct {
+	srv *httptest.Server
+	got atomic.Value // string
+}
+
+func newDownstream(t *testing.T) *downstream {
+	d := &downstream{}
+	d.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.got.Store(r.Header.Get("traceparent"))
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(d.srv.Close)
+	return d
+}
+
+func (d *downstream) traceparent() string { s, _ := d.got.Load().(string); return s }
+
+// client sends through tel's transport; its idle connections are closed at
+// cleanup so no goroutine outlives the test.
+func client(t *testing.T, tel *Telemetry, dep string) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tel.WrapTransport(dep, tr)}
+}
+
+func get(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	return res.Body.Close()
+}
+
+// TestRequestTrace serves one order-detail-shaped request through the
+// middleware: four guarded dependencies called in parallel, inventory failing
+// once and retried, coupon failing and falling back. Every dependency span,
+// retry attempts included, is a child of the server span, which continues
+// the caller's trace; the HTTP client span carries the trace downstream.
+func TestRequestTrace(t *testing.T) {
+	h := newHarness(t)
+	lis := h.tel.Listener(h.log)
+	ds := newDownstream(t)
+	orderClient := client(t, h.tel, "order")
+
+	guard := func(name string) *resilience.Guard {
+		g, err := resilience.New(name, resilience.Config{Retry: resilience.RetryConfig{MaxAttempts: 2}},
+			resilience.WithListener(lis), resilience.WithClock(instantClock{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	var inventoryCalls atomic.Int32
+	calls := map[string]func(context.Context) (int, error){
+		"order": func(ctx context.Context) (int, error) { return 1, get(ctx, orderClient, ds.srv.URL+"/orders/o-1") },
+		"inventory": func(context.Context) (int, error) {
+			if inventoryCalls.Add(1) == 1 {
+				return 0, errors.New("503 from inventory")
+			}
+			return 1, nil
+		},
+		"coupon":    func(context.Context) (int, error) { return 0, resilience.BadRequest(errors.New("404")) },
+		"logistics": func(context.Context) (int, error) { return 1, nil },
+	}
+	guards := map[string]*resilience.Guard{}
+	for name := range calls {
+		guards[name] = guard(name)
+	}
+
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	e.GET("/v1/orders/:id", func(c echo.Context) error {
+		ctx := c.Request().Context()
+		h.log.InfoContext(ctx, "serving")
+		var wg sync.WaitGroup
+		for name, fn := range calls {
+			wg.Go(func() {
+				_, err := resilience.Do(ctx, guards[name], fn)
+				if err != nil {
+					_, _ = resilience.Fallback(ctx, guards[name], err, func(context.Context, error) (int, error) { return 0, nil })
+				}
+			})
+		}
+		wg.Wait()
+		c.Response().Header().Set(echo.HeaderXRequestID, "req-42")
+		h.tel.RecordRequest(ctx, http.StatusOK, true, 0)
+		return c.JSON(http.StatusOK, map[string]string{"order_id": c.Param("id")})
+	})
+
+	req := httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil)
+	req.Header.Set("traceparent", traceparent)
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+
+	spans := h.spans.GetSpans()
+	var server tracetest.SpanStub
+	for _, s := range spans {
+		if s.SpanKind == trace.SpanKindServer {
+			server = s
+		}
+	}
+	if server.Name != "GET /v1/orders/{id}" {
+		t.Fatalf("server span %q; spans: %v", server.Name, names(spans))
+	}
+	if got := server.SpanContext.TraceID().String(); got != callerTrace {
+		t.Errorf("server span trace %s, want the caller's %s", got, callerTrace)
+	}
+	if got := server.Parent.SpanID().String(); got != callerParent || !server.Parent.IsRemote() {
+		t.Errorf("server span parent %s (remote %v), want the caller's %s", got, server.Parent.IsRemote(), callerParent)
+	}
+	sa := attrs(server)
+	if sa["http.route"].AsString() != "/v1/orders/{id}" || sa["http.response.status_code"].AsInt64() != 200 ||
+		sa["orderagg.request_id"].AsString() != "req-42" || !sa["orderagg.degraded"].AsBool() {
+		t.Errorf("server span attributes %v", sa)
+	}
+
+	type key struct {
+		name, event string
+		attempt     int64
+	}
+	children := map[key]tracetest.SpanStub{}
+	for _, s := range spans {
+		if s.SpanKind == trace.SpanKindServer {
+			continue
+		}
+		if s.Parent.SpanID() != server.SpanContext.SpanID() {
+			t.Errorf("span %q has parent %s, want the server span %s", s.Name, s.Parent.SpanID(), server.SpanContext.SpanID())
+		}
+		a := attrs(s)
+		children[key{s.Name, a["orderagg.event"].AsString(), a["orderagg.attempt"].AsInt64()}] = s
+	}
+	want := []struct {
+		k     key
+		error bool
+	}{
+		{key{"dependency order", "success", 1}, false},
+		{key{"dependency inventory", "failure", 1}, true},
+		{key{"dependency inventory", "success", 2}, false},
+		{key{"dependency coupon", "bad_request", 1}, false},
+		{key{"fallback coupon", "fallback_success", 0}, false},
+		{key{"dependency logistics", "success", 1}, false},
+		{key{"order GET", "", 0}, false},
+	}
+	for _, w := range want {
+		s, ok := children[w.k]
+		if !ok {
+			t.Errorf("no span %+v; have %v", w.k, names(spans))
+			continue
+		}
+		if got := s.Status.Code == codes.Error; got != w.error {
+			t.Errorf("span %+v status %v, want error %v", w.k, s.Status, w.error)
+		}
+		a := attrs(s)
+		dep := strings.Fields(w.k.name)
+		depName := dep[len(dep)-1]
+		if w.k.name == "order GET" {
+			depName = "order"
+		}
+		if a["orderagg.dependency"].AsString() != depName {
+			t.Errorf("span %+v: orderagg.dependency = %v", w.k, a["orderagg.dependency"])
+		}
+		if w.k.event != "" {
+			if _, ok := a["orderagg.hedge"]; !ok {
+				t.Errorf("span %+v lacks orderagg.hedge", w.k)
+			}
+			if _, ok := a["orderagg.probe"]; !ok {
+				t.Errorf("span %+v lacks orderagg.probe", w.k)
+			}
+			if s.EndTime.Before(s.StartTime) {
+				t.Errorf("span %+v ends before it starts", w.k)
+			}
+		}
+	}
+	if len(children) != len(want) {
+		t.Errorf("got %d child spans, want %d: %v", len(children), len(want), names(spans))
+	}
+	if len(children[want[1].k].Events) == 0 {
+		t.Error("the failed attempt's span does not record its error")
+	}
+
+	// The downstream received the client span's context, in the caller's trace.
+	tp := ds.traceparent()
+	client := children[key{"order GET", "", 0}]
+	if !strings.Contains(tp, callerTrace) || !strings.Contains(tp, client.SpanContext.SpanID().String()) {
+		t.Errorf("downstream got traceparent %q, want trace %s span %s", tp, callerTrace, client.SpanContext.SpanID())
+	}
+
+	// The handler's log line carries the server span's ids.
+	var found bool
+	for _, l := range h.logs.jsonLines(t) {
+		if l["msg"] == "serving" {
+			found = true
+			if l["trace_id"] != callerTrace || l["span_id"] != server.SpanContext.SpanID().String() {
+				t.Errorf("log line %v lacks the server span's ids", l)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no log line from the handler:\n%s", h.logs)
+	}
+}
+
+func names(spans tracetest.SpanStubs) []string {
+	var out []string
+	for _, s := range spans {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// TestMiddlewareErrorStatus: a handler's error reaches echo's error handler
+// once, and the span records the status actually sent.
+func TestMiddlewareErrorStatus(t *testing.T) {
+	h := newHarness(t)
+	e := echo.New()
+	var handled atomic.Int32
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		handled.Add(1)
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			_ = c.JSON(he.Code, map[string]any{"error": map[string]string{"code": "ORDER_UNAVAILABLE"}})
+		}
+	}
+	e.Use(h.tel.Middleware())
+	e.GET("/v1/orders/:id", func(echo.Context) error { return echo.NewHTTPError(http.StatusServiceUnavailable) })
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
+	if rec.Code != http.StatusServiceUnavailable || handled.Load() != 1 {
+		t.Fatalf("status %d, error handler ran %d times; want 503 once", rec.Code, handled.Load())
+	}
+	spans := h.spans.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("spans %v", names(spans))
+	}
+	s := spans[0]
+	if s.Status.Code != codes.Error || attrs(s)["http.response.status_code"].AsInt64() != 503 {
+		t.Errorf("span status %v attributes %v", s.Status, attrs(s))
+	}
+	if s.Parent.IsValid() {
+		t.Errorf("a request without traceparent should start a new trace, got parent %v", s.Parent)
+	}
+}
+
+func TestMiddlewareSkipsProbes(t *testing.T) {
+	h := newHarness(t)
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/dashboard", "/dashboard/events"} {
+		e.GET(p, func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+		e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, p, nil))
+	}
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/nowhere", nil))
+	spans := h.spans.GetSpans()
+	// An unknown route has no template: the span is named by the method
+	// alone, so scanners probing random paths cannot mint span names.
+	if len(spans) != 1 || spans[0].Name != "GET" {
+		t.Fatalf("spans %v, want only the unknown route's, named GET", names(spans))
+	}
+	if _, ok := attrs(spans[0])["http.route"]; ok {
+		t.Errorf("unknown route span has http.route: %v", attrs(spans[0]))
+	}
+}
+
+func TestRouteTemplate(t *testing.T) {
+	for in, want := range map[string]string{
+		"/v1/orders/:id":                   "/v1/orders/{id}",
+		"/admin/dependencies/:dep/breaker": "/admin/dependencies/{dep}/breaker",
+		"/v1/resilience":                   "/v1/resilience",
+		"":                                 "",
+	} {
+		if got := routeTemplate(in); got != want {
+			t.Errorf("routeTemplate(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestCacheLookupSpanEvent: a last-good lookup is an event on the span of
+// the request.
+func TestCacheLookupSpanEvent(t *testing.T) {
+	h := newHarness(t)
+	ctx, sp := h.tel.TracerProvider().Tracer("test").Start(context.Background(), "request")
+	h.tel.Observer().CacheLookup(ctx, "logistics", "stale")
+	sp.End()
+	spans := h.spans.GetSpans()
+	if len(spans) != 1 || len(spans[0].Events) != 1 {
+		t.Fatalf("spans %+v", spans)
+	}
+	ev := spans[0].Events[0]
+	m := map[attribute.Key]string{}
+	for _, kv := range ev.Attributes {
+		m[kv.Key] = kv.Value.Emit()
+	}
+	if ev.Name != "cache lookup" || m["orderagg.dependency"] != "logistics" || m["orderagg.cache.outcome"] != "stale" {
+		t.Errorf("event %q %v", ev.Name, m)
+	}
+}
+
+// TestTracesOff: with no exporter nothing is recorded, yet a caller's trace
+// context still reaches the downstreams, so traces through orderagg do not
+// break when only its neighbours trace.
+func TestTracesOff(t *testing.T) {
+	tel, err := Setup(context.Background(), Config{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	if tel.Exporter() != ExporterNone || tel.tracing {
+		t.Fatalf("exporter %q tracing %v, want none and off", tel.Exporter(), tel.tracing)
+	}
+	if _, ok := tel.TracerProvider().(*sdktrace.TracerProvider); ok {
+		t.Fatal("traces off but the tracer provider is the SDK's")
+	}
+	ds := newDownstream(t)
+	c := client(t, tel, "inventory")
+
+	e := echo.New()
+	e.Use(tel.Middleware())
+	e.GET("/v1/orders/:id", func(c2 echo.Context) error {
+		return get(c2.Request().Context(), c, ds.srv.URL)
+	})
+	req := httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil)
+	req.Header.Set("traceparent", traceparent)
+	e.ServeHTTP(httptest.NewRecorder(), req)
+	if got := ds.traceparent(); got != traceparent {
+		t.Errorf("downstream got traceparent %q, want the caller's %q", got, traceparent)
+	}
+
+	// And the listener still counts with traces off.
+	tel.Listener(nil).OnEvent(context.Background(), resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 1})
+	fams := scrape(t, tel)
+	if got := mustSample(t, fams, "orderagg_dependency_events_total", map[string]string{"dependency": "inventory", "event": "success"}); got != 1 {
+		t.Errorf("events = %v, want 1", got)
+	}
+}
+
+func TestPropagatorIsGlobalW3C(t *testing.T) {
+	h := newHarness(t)
+	carrier := propagation.MapCarrier{"traceparent": traceparent, "baggage": "tenant=acme"}
+	ctx := h.tel.Propagator().Extract(context.Background(), carrier)
+	if sc := trace.SpanContextFromContext(ctx); sc.TraceID().String() != callerTrace {
+		t.Errorf("extracted %v", sc)
+	}
+	out := propagation.MapCarrier{}
+	otel.GetTextMapPropagator().Inject(ctx, out)
+	if out["baggage"] != "tenant=acme" || out["traceparent"] != traceparent {
+		t.Errorf("injected %v", out)
+	}
+}
