@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/dashboard"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/orderdetail"
@@ -159,11 +160,19 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	}
 	ctl := &control{deps: deps, deadline: cfg.Deadline, guards: guards, sections: sections, logger: logger}
 
+	report := func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) }
+	dashOpts := dashboard.Options{Report: report, Logger: logger}
+	if simSrv != nil {
+		dashOpts.Faults = simSrv // demo mode: the page can break a dependency
+	}
+	dash := dashboard.New(dashOpts)
+
 	public := handlers.New(handlers.Options{
 		Pager:       agg,
 		Deadline:    cfg.Deadline,
 		MaxInflight: cfg.MaxInflight,
-		Report:      func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) },
+		Report:      report,
+		Dashboard:   dash,
 		Ready:       ready.Load,
 		Logger:      logger,
 		Metrics:     tel.MetricsHandler(),
@@ -174,6 +183,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
+	apiSrv.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
 	// Pushed last, so it is shut down first: stop taking requests and
 	// finish those in flight before their dependencies go away.
 	closers.push("api server", apiSrv.Shutdown)
