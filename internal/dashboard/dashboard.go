@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
+	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -226,26 +226,12 @@ func allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) boo
 	return false
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
+	w.Header().Set("Cache-Control", "no-store")
+	jsonhttp.Error(w, status, code, msg)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL","message":"encoding failed"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	jsonhttp.Write(w, status, v)
 }

@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +30,6 @@ var _ FaultController = (*sim.Server)(nil)
 // healthy is the fault a DELETE sets: the simulator's reset value, with the
 // status an error_rate would use spelled out.
 var healthy = sim.Fault{ErrorStatus: sim.DefaultErrorStatus}
-
-// maxFaultBody bounds a PUT body; a real one is under 200 bytes.
-const maxFaultBody = 16 << 10
 
 // serveFaults answers GET and DELETE /dashboard/faults.
 func (d *Dashboard) serveFaults(w http.ResponseWriter, r *http.Request) {
@@ -109,48 +104,6 @@ func (d *Dashboard) setFault(w http.ResponseWriter, r *http.Request, service str
 	return false
 }
 
-// decodeFault reads a PUT body by the simulator's rules (sim's package doc,
-// "Fault control"): one JSON object whose omitted or null fields keep their
-// defaults; unknown fields, wrong types, anything but an object, trailing
-// data and out-of-range values are errors. The ranges are checked here too,
-// not left to the controller, so that no FaultController ever sees a fault
-// the simulator's own API would refuse.
-func decodeFault(r io.Reader) (sim.Fault, error) {
-	raw, err := io.ReadAll(io.LimitReader(r, maxFaultBody+1))
-	if err != nil {
-		return sim.Fault{}, fmt.Errorf("reading body: %w", err)
-	}
-	if len(raw) > maxFaultBody {
-		return sim.Fault{}, fmt.Errorf("body over %d bytes", maxFaultBody)
-	}
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return sim.Fault{}, errors.New("body must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	f := healthy
-	if err := dec.Decode(&f); err != nil {
-		return sim.Fault{}, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return sim.Fault{}, errors.New("trailing data after the JSON object")
-	}
-	if f.ErrorStatus == 0 {
-		f.ErrorStatus = sim.DefaultErrorStatus
-	}
-	var errs []error
-	if f.LatencyMS < 0 || f.LatencyMS > sim.MaxDelayMS {
-		errs = append(errs, fmt.Errorf("latency_ms must be 0..%d, got %d", sim.MaxDelayMS, f.LatencyMS))
-	}
-	if f.JitterMS < 0 || f.JitterMS > sim.MaxDelayMS {
-		errs = append(errs, fmt.Errorf("jitter_ms must be 0..%d, got %d", sim.MaxDelayMS, f.JitterMS))
-	}
-	if !(f.ErrorRate >= 0 && f.ErrorRate <= 1) {
-		errs = append(errs, fmt.Errorf("error_rate must be 0..1, got %v", f.ErrorRate))
-	}
-	if f.ErrorStatus < 400 || f.ErrorStatus > 599 {
-		errs = append(errs, fmt.Errorf("error_status must be 400..599, got %d", f.ErrorStatus))
-	}
-	return f, errors.Join(errs...)
-}
+// decodeFault reads a PUT body by the simulator's own rules, so that no
+// FaultController ever sees a fault the simulator's API would refuse.
+func decodeFault(r io.Reader) (sim.Fault, error) { return sim.DecodeFault(r) }

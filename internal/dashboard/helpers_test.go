@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"io"
 	"log/slog"
 	"maps"
@@ -165,7 +166,7 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder, status int) string {
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type %q, want application/json", ct)
 	}
-	var b errorBody
+	var b jsonhttp.ErrorBody
 	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil || b.Error.Code == "" || b.Error.Message == "" {
 		t.Fatalf("body %q is not a JSON error (%v)", w.Body, err)
 	}

@@ -86,10 +86,12 @@ func (f Fault) normalize() (Fault, error) {
 // maxFaultBody bounds a PUT /faults body; a real one is under 200 bytes.
 const maxFaultBody = 16 << 10
 
-// decodeFault reads a PUT /faults/{service} body: one JSON object whose
+// DecodeFault reads a PUT /faults/{service} body: one JSON object whose
 // omitted (or null) fields keep their defaults. Unknown fields, wrong types,
-// anything but an object and trailing data are errors.
-func decodeFault(r io.Reader) (Fault, error) {
+// anything but an object, trailing data and out-of-range values are errors
+// matching ErrInvalidFault. The dashboard's fault controls use it too, so
+// both APIs accept exactly the same bodies.
+func DecodeFault(r io.Reader) (Fault, error) {
 	raw, err := io.ReadAll(io.LimitReader(r, maxFaultBody+1))
 	if err != nil {
 		return Fault{}, fmt.Errorf("%w: reading body: %v", ErrInvalidFault, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -340,7 +341,7 @@ func (s *Server) handleFault(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 	case http.MethodPut:
-		f, err := decodeFault(r.Body)
+		f, err := DecodeFault(r.Body)
 		if err == nil {
 			err = s.SetFault(service, f)
 		}
@@ -377,25 +378,8 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "NOT_FOUND", "no such path: "+r.URL.Path)
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = code, msg
-	writeJSON(w, status, b)
+	jsonhttp.Error(w, status, code, msg)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL","message":"encoding failed"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonhttp.Write(w, status, v) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -87,7 +88,7 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q, want application/json", ct)
 	}
-	var b errorBody
+	var b jsonhttp.ErrorBody
 	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
 		t.Fatalf("error body %q: %v", w.Body, err)
 	}
