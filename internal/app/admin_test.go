@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -166,4 +169,49 @@ func TestGracefulShutdownFinishesInFlightRequests(t *testing.T) {
 	if !strings.Contains(s.logs.String(), `"msg":"stopped"`) {
 		t.Fatal("no stopped log line")
 	}
+}
+
+// A client that goes away mid-request takes nothing with it: the cancelled
+// context reaches the downstream calls, their bulkhead slots come back, and
+// the goroutines they ran on end.
+func TestCancelledRequestsReleaseSlots(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	s.get("/v1/orders/o-1") // warm connections
+	for _, svc := range []string{"order", "logistics"} {
+		s.fault(svc, `{"hang":true}`)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/v1/orders/o-%d", s.addrs.API, i), nil)
+			go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	waitUntil(t, func() bool {
+		for _, name := range []string{"order", "logistics"} {
+			if depState(s, name)["bulkhead"].(map[string]any)["in_use"].(float64) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	// No goroutine is left inside a request: idle keep-alive connections in
+	// the pools are fine (they are reused), work still running is not.
+	var stuck string
+	waitUntil(t, func() bool {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		stuck = ""
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "internal/orderdetail.") || strings.Contains(g, "internal/resilience.") || strings.Contains(g, "handlers.(*orders)") {
+				stuck = g
+			}
+		}
+		return stuck == ""
+	})
 }
