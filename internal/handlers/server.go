@@ -5,12 +5,12 @@ package handlers
 
 import (
 	"context"
-	"fmt"
-	"runtime/debug"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/labstack/echo/v4"

@@ -1,0 +1,95 @@
+# orderagg — build, test and image targets. `make help` lists them.
+#
+# No container image can be pulled on this project's machines: the service
+# image is FROM scratch around a host-built static binary, and the Redis image
+# is assembled from Debian's redis-server package (build/redis/build.sh).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO            ?= go
+ORDERAGG_IMAGE ?= orderagg:local
+# ORDERAGG_REDIS_IMAGE (the integration tests' name) is accepted too; REDIS_IMAGE wins.
+REDIS_IMAGE   ?= $(if $(ORDERAGG_REDIS_IMAGE),$(ORDERAGG_REDIS_IMAGE),orderagg-redis:local)
+OUT           := build/out
+BIN           := $(OUT)/orderagg
+CA_BUNDLE     ?= /etc/ssl/certs/ca-certificates.crt
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+GO_LDFLAGS    := -s -w -X main.version=$(VERSION)
+COMPOSE       ?= docker-compose
+# Debian packages the build and tests need; `make deps` installs the missing ones.
+APT_PACKAGES  ?= redis-server redis-tools curl ca-certificates chromium fonts-liberation
+# Per test binary; well under CI's budget so a hung test fails fast.
+TEST_TIMEOUT  ?= 5m
+# compose-smoke uses its own project name and free host ports (SMOKE_PORT /
+# SMOKE_SIM_PORT fix them) so it cannot clash with anything already running.
+SMOKE_PROJECT ?= orderagg-smoke
+
+# The integration tests read these; Ryuk (the reaper) cannot be pulled here,
+# every test removes its own containers and networks instead.
+export ORDERAGG_IMAGE
+export ORDERAGG_REDIS_IMAGE := $(REDIS_IMAGE)
+export TESTCONTAINERS_RYUK_DISABLED ?= true
+# Published container ports are reached on loopback (the engine runs in this
+# network namespace); without this testcontainers may guess a gateway address.
+export TESTCONTAINERS_HOST_OVERRIDE ?= 127.0.0.1
+export REDIS_IMAGE SMOKE_PROJECT SMOKE_PORT SMOKE_SIM_PORT COMPOSE
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## static binary in build/out/orderagg (CGO off, tzdata embedded)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -tags timetzdata -o $(BIN) ./cmd/orderagg
+	@echo "built $(BIN) ($(VERSION))"
+
+.PHONY: run
+run: ## run the service locally (embedded simulators and cache)
+	$(GO) run ./cmd/orderagg $(ARGS)
+
+.PHONY: deps
+deps: ## install the missing Debian packages (APT_PACKAGES)
+	build/apt-deps.sh $(APT_PACKAGES)
+
+.PHONY: test
+test: deps images ## apt packages if missing, images, then every test (unit + integration) with -race
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: test-unit
+test-unit: ## unit tests only (no Docker needed)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/integration')
+
+.PHONY: test-integration
+test-integration: images ## integration tests only (Docker containers)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
+
+.PHONY: lint
+lint: ## gofmt check and go vet
+	@files="$$(gofmt -l .)"; \
+	if [ -n "$$files" ]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: images
+images: image redis-image ## both container images
+
+.PHONY: image
+image: build ## the service image (ORDERAGG_IMAGE, default orderagg:local)
+	cp $(CA_BUNDLE) $(OUT)/ca-certificates.crt
+	docker build -q -t $(ORDERAGG_IMAGE) . >/dev/null
+	@echo "built image $(ORDERAGG_IMAGE)"
+
+.PHONY: redis-image
+redis-image: deps ## the Redis image from Debian's package (REDIS_IMAGE, default orderagg-redis:local)
+	build/redis/build.sh $(REDIS_IMAGE)
+
+.PHONY: compose-smoke
+compose-smoke: deps ## compose up, one order through the stack, compose down
+	build/compose-smoke.sh
+
+.PHONY: clean
+clean: ## remove build outputs and the local images
+	rm -rf $(OUT)
+	-docker image rm -f $(ORDERAGG_IMAGE) $(REDIS_IMAGE) >/dev/null 2>&1
+
