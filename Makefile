@@ -54,8 +54,9 @@ deps: ## install the missing Debian packages (APT_PACKAGES)
 	build/apt-deps.sh $(APT_PACKAGES)
 
 .PHONY: test
-test: deps images ## apt packages if missing, images, then every test (unit + integration) with -race
+test: deps images ## apt packages if missing, images, then every test (unit, integration, browser, manifests) with -race
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd deploy/kubernetes && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit
 test-unit: ## unit tests only (no Docker needed)
@@ -64,6 +65,10 @@ test-unit: ## unit tests only (no Docker needed)
 .PHONY: test-integration
 test-integration: images ## integration tests only (Docker containers)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -v ./integration/...
+
+.PHONY: test-deploy
+test-deploy: ## validate the Kubernetes manifests (their own Go module)
+	cd deploy/kubernetes && $(GO) test -race -count=1 ./...
 
 .PHONY: lint
 lint: ## gofmt check and go vet

@@ -125,7 +125,7 @@ func readBody(c echo.Context) ([]byte, error) {
 		return nil, badRequest("reading body: " + err.Error())
 	}
 	if len(body) > maxAdminBody {
-		return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeBadRequest, Message: "body over 64 KiB"}
+		return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: "body over 64 KiB"}
 	}
 	return body, nil
 }

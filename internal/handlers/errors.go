@@ -15,6 +15,8 @@ const (
 	CodeOrderNotFound    = "ORDER_NOT_FOUND"
 	CodeOrderUnavailable = "ORDER_UNAVAILABLE"
 	CodeOverloaded       = "OVERLOADED"
+	CodeNotReady         = "NOT_READY"
+	CodeTooLarge         = "PAYLOAD_TOO_LARGE"
 	CodeNotFound         = "NOT_FOUND"
 	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	CodeURITooLong       = "URI_TOO_LONG"

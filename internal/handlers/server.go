@@ -56,7 +56,7 @@ func New(o Options) *echo.Echo {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", func(c echo.Context) error {
 		if o.Ready != nil && !o.Ready() {
-			return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+			return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "starting or draining; not taking traffic", RetryAfter: 1}
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})

@@ -209,6 +209,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 			outcome = "corrupt"
 		}
 	}
+	d.guard.RecordCacheLookup(outcome == "hit")
 	if a.obs != nil {
 		a.obs.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
 	}

@@ -23,3 +23,14 @@ func Fallback[T any](ctx context.Context, g *Guard, cause error, fb func(context
 	}
 	return v, err
 }
+
+// RecordCacheLookup counts a last-good cache lookup made for this
+// dependency's fallback, so the rolling counts show cache_hit and cache_miss
+// beside the fallback outcomes (a fallback may consult more than a cache).
+func (g *Guard) RecordCacheLookup(hit bool) {
+	c := cCacheMiss
+	if hit {
+		c = cCacheHit
+	}
+	g.cur.Load().window.add(g.clock.Now(), c)
+}

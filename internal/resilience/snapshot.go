@@ -12,7 +12,7 @@ type Snapshot struct {
 	Breaker State
 	// Counts per event name over the rolling window (success, failure,
 	// timeout, short_circuited, rejected, bad_request, deadline, slow, retry,
-	// hedge, fallback_success, fallback_failure).
+	// hedge, fallback_success, fallback_failure, cache_hit, cache_miss).
 	Counts map[string]int64
 	// ErrorPercent is failures and timeouts over calls that reached the
 	// dependency, in the window.
@@ -43,6 +43,8 @@ var counterNames = [numCounters]string{
 	cHedge:           "hedge",
 	cFallbackSuccess: "fallback_success",
 	cFallbackFailure: "fallback_failure",
+	cCacheHit:        "cache_hit",
+	cCacheMiss:       "cache_miss",
 }
 
 // Snapshot reads the guard's state. requestDeadline is the whole request's

@@ -24,6 +24,8 @@ const (
 	cHedge
 	cFallbackSuccess
 	cFallbackFailure
+	cCacheHit
+	cCacheMiss
 	numCounters
 )
 
