@@ -12,10 +12,9 @@
 #   docker run orderagg:local                      # orderagg serve on :8080
 #   docker run orderagg:local sim --addr :9100     # orderagg sim
 #
-# There is no shell (and no curl) in the image, so there is no shell-based
-# HEALTHCHECK; orchestrators probe GET /healthz and GET /readyz over HTTP. If the
-# binary grows a `healthcheck` sub-command (GET /readyz on ORDERAGG_ADDR, exit
-# 0/1), add:  HEALTHCHECK --interval=5s --timeout=2s CMD ["/orderagg", "healthcheck"]
+# There is no shell (and no curl) in the image: the health check is the
+# binary's own `healthcheck` sub-command (GET /readyz on ORDERAGG_ADDR, exit
+# 0/1). A sim container overrides it (see compose.yaml).
 FROM scratch
 
 COPY build/out/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
@@ -25,6 +24,8 @@ COPY build/out/orderagg /orderagg
 USER 65532:65532
 ENV ORDERAGG_ADDR=:8080
 EXPOSE 8080
+
+HEALTHCHECK --interval=5s --timeout=3s --start-period=5s --retries=3 CMD ["/orderagg", "healthcheck"]
 
 ENTRYPOINT ["/orderagg"]
 CMD ["serve"]

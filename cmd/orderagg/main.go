@@ -35,6 +35,7 @@ const usage = `usage: orderagg [serve|sim|loadtest|help] [flags]
   serve     the order-detail service (default)
   sim       the four simulated downstream services, with fault injection
   loadtest  drive load at a running service and report latency and degradation
+  healthcheck  exit 0 when a running service answers /readyz with 200 (for containers)
 
 Run 'orderagg <command> --help' for the flags of a command.
 `
@@ -79,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			config.SimUsage(stdout)
 			return 0
 		}
+	case "healthcheck":
+		return healthcheck(ctx, args, stdout, stderr, getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "orderagg", version)
 		return 0

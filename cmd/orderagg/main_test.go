@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -47,3 +50,25 @@ func TestExitStatus(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestHealthcheck(t *testing.T) {
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer ready.Close()
+	var out, errOut bytes.Buffer
+	if got := run([]string{"healthcheck", "--url", ready.URL + "/readyz"}, &out, &errOut, func(string) string { return "" }); got != 0 {
+		t.Fatalf("healthy: %d %s", got, errOut.String())
+	}
+	if got := run([]string{"healthcheck", "--url", ready.URL + "/other"}, &out, &errOut, func(string) string { return "" }); got != 1 {
+		t.Fatalf("503: %d", got)
+	}
+	addr := strings.TrimPrefix(ready.URL, "http://")
+	_, port, _ := net.SplitHostPort(addr)
+	env := map[string]string{"ORDERAGG_ADDR": ":" + port}
+	if got := run([]string{"healthcheck"}, &out, &errOut, func(k string) string { return env[k] }); got != 0 {
+		t.Fatalf("default URL from ORDERAGG_ADDR: %d %s", got, errOut.String())
+	}
+}
