@@ -1,0 +1,485 @@
+package loadtest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/sim"
+)
+
+// slowPath is the shape of the two bulkhead experiments: only inventory is
+// slow (the study's 80 ms service with 1 % errors), the others answer in
+// 5 ms, so the page's latency is about the dependency under test.
+func slowPath() shape {
+	return shape{faults: map[string]sim.Fault{
+		sim.ServiceOrder: profileFast, sim.ServiceInventory: profileSlow,
+		sim.ServiceCoupon: profileFast, sim.ServiceLogistics: profileFast,
+	}}
+}
+
+// onlyInventoryLimits sizes every bulkhead but inventory's to at least the
+// load's concurrency, so that inventory's is the only one that can reject.
+func onlyInventoryLimits(d *config.Dependencies, concurrency int) {
+	for _, dep := range []*config.Dependency{&d.Order, &d.Coupon, &d.Logistics, &d.Cache} {
+		dep.Bulkhead.MaxConcurrent = max(dep.Bulkhead.MaxConcurrent, concurrency)
+	}
+}
+
+func bulkheadSweep(ctx context.Context, e *experiment) error {
+	sizes := []int{1, 2, 4, 8, 16, 32, 64}
+	p := e.stepPlan(80, time.Second, 5*time.Second)
+	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh service and simulator; inventory 80 ms with 1 %% errors (no wait queue), order/coupon/logistics 5 ms",
+		p.mode(), p.Warmup, p.Duration)
+	e.report.Columns = []string{"bulkhead", "pages/s", "inventory live/s", "per slot/s", "live", "rejected", "P50 ms", "P99 ms", "P99 full ms"}
+	var xs, live, ideal, perSlot, twelve, p99, p99full []float64
+	var ticks []tick
+	linearUpTo, linear := 0, true // the largest size up to which every size got ≥ 80 % of 12.5/s per slot
+	for _, size := range sizes {
+		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
+			d.Inventory.Bulkhead.MaxConcurrent, d.Inventory.Bulkhead.MaxQueue = size, 0
+			onlyInventoryLimits(d, p.Concurrency)
+		}, 0)
+		if err != nil {
+			return err
+		}
+		s, _ := e.measure(ctx, fmt.Sprintf("bulkhead %d", size), st.url, p, nil)
+		st.stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		liveS := perSec(s.Live("inventory"), s)
+		slot := liveS / float64(size)
+		rejected := ratio(float64(s.Reasons["inventory"]["REJECTED"]), float64(s.Requests))
+		e.row(fmt.Sprint(size), f0(s.RPS), f1(liveS), f1(slot), pc(ratio(float64(s.Live("inventory")), float64(s.Requests))),
+			pc(rejected), f1(s.Latency.P50), f1(s.Latency.P99), f1(s.LatencyFull.P99))
+		e.step(fmt.Sprintf("bulkhead %d", size), s, map[string]float64{"inventory_live_per_s": liveS, "per_slot_per_s": slot, "rejected_ratio": rejected})
+		if linear = linear && slot >= 0.8*12.5; linear {
+			linearUpTo = size
+		}
+		x := math.Log2(float64(size))
+		xs, live, p99, p99full = append(xs, x), append(live, liveS), append(p99, s.Latency.P99), append(p99full, s.LatencyFull.P99)
+		ideal = append(ideal, math.Min(12.5*float64(size), float64(p.Concurrency)*12.5))
+		perSlot, twelve = append(perSlot, slot), append(twelve, 12.5)
+		ticks = append(ticks, tick{x, fmt.Sprint(size)})
+	}
+	n := len(live)
+	e.finding("the 80 ms dependency delivers about 12.5 calls/s per bulkhead slot (1000 ms ÷ 80 ms) up to bulkhead %d; beyond it the machine, not the bulkhead, is the limit", linearUpTo)
+	e.finding("bulkhead %d → %d: live calls/s %.0f → %.0f (%.2f×), P99 of full pages %.0f → %.0f ms",
+		sizes[0], sizes[n-1], live[0], live[n-1], ratio(live[n-1], live[0]), p99full[0], p99full[n-1])
+	return e.plot("experiment-bulkhead-sweep.svg", chart{
+		Title:  "Bulkhead size on an 80 ms dependency, 80 closed-loop workers",
+		XLabel: "inventory bulkhead size (max concurrent calls)",
+		XTicks: ticks,
+		Panels: []panel{
+			{Title: "Inventory calls answered live per second", YLabel: "calls/s", Series: []series{
+				{Name: "measured", X: xs, Y: live, Markers: true},
+				{Name: "12.5/s per slot (1000 ms ÷ 80 ms)", X: xs, Y: ideal, Dashed: true, Color: "#999"},
+			}},
+			{Title: "The same per bulkhead slot", YLabel: "calls/s per slot", Series: []series{
+				{Name: "measured", X: xs, Y: perSlot, Markers: true},
+				{Name: "12.5/s", X: xs, Y: twelve, Dashed: true, Color: "#999"},
+			}},
+			{Title: "Page latency P99", YLabel: "ms", Series: []series{
+				{Name: "full pages (every section live)", X: xs, Y: p99full, Markers: true},
+				{Name: "all pages", X: xs, Y: p99, Markers: true},
+			}},
+		},
+	})
+}
+
+func queueSweep(ctx context.Context, e *experiment) error {
+	queues := []int{0, 5, 50}
+	const bulkhead = 8
+	p := e.stepPlan(200, time.Second, 5*time.Second)
+	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh service and simulator; inventory 80 ms with 1 %% errors behind a bulkhead of %d (queued calls wait at most the 600 ms sub-budget), the others 5 ms",
+		p.mode(), p.Warmup, p.Duration, bulkhead)
+	e.report.Columns = []string{"queue", "pages/s", "inventory live/s", "live", "rejected", "P50 full ms", "P99 full ms", "P99 all ms"}
+	var lives, p99s []float64
+	for _, q := range queues {
+		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
+			d.Inventory.Bulkhead.MaxConcurrent, d.Inventory.Bulkhead.MaxQueue = bulkhead, q
+			onlyInventoryLimits(d, p.Concurrency)
+		}, 0)
+		if err != nil {
+			return err
+		}
+		s, _ := e.measure(ctx, fmt.Sprintf("queue %d", q), st.url, p, nil)
+		st.stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		liveS := perSec(s.Live("inventory"), s)
+		rejected := ratio(float64(s.Reasons["inventory"]["REJECTED"]), float64(s.Requests))
+		e.row(fmt.Sprint(q), f0(s.RPS), f1(liveS), pc(ratio(float64(s.Live("inventory")), float64(s.Requests))), pc(rejected),
+			f1(s.LatencyFull.P50), f1(s.LatencyFull.P99), f1(s.Latency.P99))
+		e.step(fmt.Sprintf("queue %d", q), s, map[string]float64{"inventory_live_per_s": liveS, "rejected_ratio": rejected})
+		lives, p99s = append(lives, liveS), append(p99s, s.LatencyFull.P99)
+	}
+	n := len(queues)
+	e.finding("queue %d → %d: live inventory calls/s %.0f → %.0f (%.2f×, the bulkhead's %d slots ÷ 80 ms = 100/s), P99 of full pages %.0f → %.0f ms (%.1f×): a queue buys latency, not throughput",
+		queues[0], queues[n-1], lives[0], lives[n-1], ratio(lives[n-1], lives[0]), bulkhead, p99s[0], p99s[n-1], ratio(p99s[n-1], p99s[0]))
+	return nil
+}
+
+func hang(ctx context.Context, e *experiment) error {
+	p := e.stepPlan(32, time.Second, 5*time.Second)
+	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh aggregator and simulator; healthy = the study's shape (order, coupon 5 ms; inventory 80 ms, 1 %% errors; logistics 150 ms with 5 %% stalls to 500 ms); hanging = logistics never answers",
+		p.mode(), p.Warmup, p.Duration)
+	e.report.Columns = []string{"aggregator", "logistics", "pages/s", "good pages/s", "full pages", "P50 ms", "P99 ms", "answers"}
+	hanging := studyShape()
+	hanging.faults[sim.ServiceLogistics] = sim.Fault{Hang: true}
+	delete(hanging.stalls, sim.ServiceLogistics)
+	noBreaker := func(d *config.Dependencies) { d.Logistics.Breaker.ErrorPercent = 100 }
+	steps := []struct {
+		name, state string
+		kind        string
+		sh          shape
+		edit        func(*config.Dependencies)
+	}{
+		{"floor", "healthy", kindFloor, studyShape(), nil},
+		{"floor", "hanging", kindFloor, hanging, nil},
+		{"orderagg", "healthy", kindOrderagg, studyShape(), nil},
+		{"orderagg", "hanging", kindOrderagg, hanging, nil},
+		{"orderagg, breaker off", "hanging", kindOrderagg, hanging, noBreaker},
+	}
+	good := map[string]float64{}
+	for _, sp := range steps {
+		st, err := e.up(ctx, sp.sh, sp.kind, sp.edit, 1)
+		if err != nil {
+			return err
+		}
+		name := sp.name + ", logistics " + sp.state
+		s, _ := e.measure(ctx, name, st.url, p, nil)
+		st.stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		g := perSec(s.OK(), s)
+		good[sp.name+"/"+sp.state] = g
+		e.row(sp.name, sp.state, f1(s.RPS), f1(g), pc(ratio(float64(s.OK()-s.DegradedPages), float64(s.Requests))),
+			f1(s.Latency.P50), f1(s.Latency.P99), statusMix(s))
+		e.step(name, s, map[string]float64{"good_pages_per_s": g})
+	}
+	e.finding("with logistics hanging the floor serves %.1f good pages/s, %.2f× its healthy %.1f/s: every page waits out the 1500 ms deadline and fails",
+		good["floor/hanging"], ratio(good["floor/hanging"], good["floor/healthy"]), good["floor/healthy"])
+	e.finding("orderagg serves %.1f good pages/s, %.2f× its healthy %.1f/s: the breaker opens and logistics comes from the last-good cache or its UNKNOWN default (the slowest dependency gone, pages get faster)",
+		good["orderagg/hanging"], ratio(good["orderagg/hanging"], good["orderagg/healthy"]), good["orderagg/healthy"])
+	e.finding("with the breaker off (sub-budget and bulkhead only) orderagg serves %.1f good pages/s, %.2f× healthy: every page waits logistics' 500 ms sub-budget",
+		good["orderagg, breaker off/hanging"], ratio(good["orderagg, breaker off/hanging"], good["orderagg/healthy"]))
+	e.finding("hanging, orderagg vs floor: %.0f× the good pages", ratio(good["orderagg/hanging"], good["floor/hanging"]))
+	return nil
+}
+
+// statusMix lists the answers' statuses as shares, most frequent first.
+func statusMix(s Summary) string {
+	type kv struct {
+		k string
+		n int64
+	}
+	var all []kv
+	for k, n := range s.Status {
+		all = append(all, kv{k, n})
+	}
+	if s.Errors > 0 {
+		all = append(all, kv{"no answer", s.Errors})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n || all[i].n == all[j].n && all[i].k < all[j].k })
+	var parts []string
+	for _, x := range all {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", x.k, 100*ratio(float64(x.n), float64(s.Requests))))
+	}
+	return strings.Join(parts, " ")
+}
+
+func retryStorm(ctx context.Context, e *experiment) error {
+	p := e.stepPlan(16, time.Second, 5*time.Second)
+	sh := studyShape()
+	sh.faults[sim.ServiceInventory] = sim.Fault{LatencyMS: 80, ErrorRate: 0.5}
+	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh aggregator and simulator; inventory 80 ms failing 50 %% (HTTP 500), the others as in the study; attempts = inventory requests the simulator received ÷ pages requested (warm-up included on both sides)",
+		p.mode(), p.Warmup, p.Duration)
+	e.report.Columns = []string{"aggregator", "retries", "pages/s", "inventory attempts/request", "inventory live", "P50 ms", "P99 ms"}
+	breakerOff := func(d *config.Dependencies) { d.Inventory.Breaker.ErrorPercent = 100 }
+	steps := []struct {
+		name, retries string
+		kind          string
+		attempts      int
+		edit          func(*config.Dependencies)
+	}{
+		{"floor", "none", kindFloor, 1, nil},
+		{"floor", "naive: 3 attempts, at once", kindFloor, 3, nil},
+		{"orderagg", "defaults: 2 attempts, budget 20 %, breaker", kindOrderagg, 0, nil},
+		{"orderagg", "3 attempts, budget 20 %, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
+			d.Inventory.Retry.MaxAttempts = 3
+			breakerOff(d)
+		}},
+		{"orderagg", "3 attempts, no budget (100 %), breaker", kindOrderagg, 0, func(d *config.Dependencies) {
+			d.Inventory.Retry.MaxAttempts, d.Inventory.Retry.BudgetPercent = 3, 100
+		}},
+		{"orderagg", "3 attempts, no budget, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
+			d.Inventory.Retry.MaxAttempts, d.Inventory.Retry.BudgetPercent = 3, 100
+			breakerOff(d)
+		}},
+	}
+	attempts := map[string]float64{}
+	for _, sp := range steps {
+		st, err := e.up(ctx, sh, sp.kind, sp.edit, sp.attempts)
+		if err != nil {
+			return err
+		}
+		name := sp.name + ", " + sp.retries
+		before := st.sim.sim.Stats()[sim.ServiceInventory].Requests
+		s, rs := e.measure(ctx, name, st.url, p, nil)
+		after := st.sim.sim.Stats()[sim.ServiceInventory].Requests
+		st.stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		a := ratio(float64(after-before), float64(rs.Sent))
+		attempts[name] = a
+		liveShare := ratio(float64(s.Live("inventory")), float64(s.Requests))
+		if sp.kind == kindFloor {
+			// The floor has no fallback: a page is good only if every call,
+			// inventory's included, succeeded.
+			liveShare = ratio(float64(s.OK()), float64(s.Requests))
+		}
+		e.row(sp.name, sp.retries, f1(s.RPS), f2(a), pc(liveShare), f1(s.Latency.P50), f1(s.Latency.P99))
+		e.step(name, s, map[string]float64{"inventory_attempts_per_request": a, "inventory_live_ratio": liveShare})
+	}
+	naive := attempts["floor, naive: 3 attempts, at once"]
+	def := attempts["orderagg, defaults: 2 attempts, budget 20 %, breaker"]
+	budget := attempts["orderagg, 3 attempts, budget 20 %, breaker off"]
+	e.finding("physical attempts per request on the failing dependency: naive 3× retries %.2f (theory 1 + 0.5 + 0.25 = 1.75), orderagg's defaults %.2f (%.1f× fewer), the retry budget alone with 3 attempts and no breaker %.2f",
+		naive, def, ratio(naive, def), budget)
+	e.finding("orderagg with 3 attempts and the budget lifted: %.2f with its breaker, %.2f without: the budget, not the attempt count, is what bounds the storm",
+		attempts["orderagg, 3 attempts, no budget (100 %), breaker"], attempts["orderagg, 3 attempts, no budget, breaker off"])
+	return nil
+}
+
+func floorCost(ctx context.Context, e *experiment) error {
+	p := e.stepPlan(16, time.Second, 4*time.Second)
+	const rounds = 3
+	e.report.Load = fmt.Sprintf("%s; both aggregators in front of one simulator with zero latency, measured in alternation (A B, B A, A B), %d rounds of %s warm-up + %s each", p.mode(), rounds, p.Warmup, p.Duration)
+	e.report.Columns = []string{"aggregator", "requests", "req/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "max ms"}
+	s, err := startSim(uniformShape(sim.Fault{}))
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	aggURL, stopAgg, err := startService(ctx, s.url, e.o.RedisURL, nil)
+	if err != nil {
+		return err
+	}
+	defer stopAgg()
+	floorURL, stopFloor, err := startFloor(s.url, 1)
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+
+	recs := map[string]*recorder{kindOrderagg: newRecorder(), kindFloor: newRecorder()}
+	window := map[string]time.Duration{}
+	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
+	var roundRatios []string
+	for r := range rounds {
+		order := []string{kindOrderagg, kindFloor}
+		if r%2 == 1 {
+			order = []string{kindFloor, kindOrderagg}
+		}
+		rps := map[string]float64{}
+		for _, kind := range order {
+			rec := newRecorder()
+			sum, st := e.measure(ctx, fmt.Sprintf("round %d %s", r+1, kind), urls[kind], p, rec)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			recs[kind].mergeFrom(rec)
+			window[kind] += st.Window
+			rps[kind] = sum.RPS
+		}
+		roundRatios = append(roundRatios, f2(ratio(rps[kindOrderagg], rps[kindFloor])))
+	}
+	sums := map[string]Summary{}
+	for _, kind := range []string{kindOrderagg, kindFloor} {
+		sm := recs[kind].summary(window[kind])
+		sums[kind] = sm
+		l := sm.Latency
+		e.row(kind, fmt.Sprint(sm.Requests), f0(sm.RPS), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
+		e.step(kind, sm, nil)
+	}
+	a, f := sums[kindOrderagg], sums[kindFloor]
+	r := ratio(a.RPS, f.RPS)
+	d := a.Latency.P50 - f.Latency.P50
+	e.finding("throughput orderagg ÷ floor = %.2f× (target ≥ 0.85×: %s); per round %s", r, verdict(r >= 0.85), strings.Join(roundRatios, ", "))
+	e.finding("P50 orderagg − floor at saturation = %+.2f ms (target ≤ 1 ms: %s); P99 %.2f vs %.2f ms", d, verdict(d <= 1), a.Latency.P99, f.Latency.P99)
+
+	// At saturation a closed loop's latency is mostly queueing (Little's
+	// law: workers ÷ throughput), so it says little about what orderagg
+	// adds to one request. Half of orderagg's capacity, open loop, does.
+	half := p
+	half.Rate = math.Max(1, math.Round(a.RPS/2))
+	p50 := map[string]float64{}
+	for _, kind := range []string{kindFloor, kindOrderagg} {
+		sm, _ := e.measure(ctx, "open loop "+kind, urls[kind], half, nil)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		l := sm.Latency
+		name := fmt.Sprintf("%s, open loop %g req/s", kind, half.Rate)
+		e.row(name, fmt.Sprint(sm.Requests), f0(sm.RPS), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
+		e.step(name, sm, nil)
+		p50[kind] = l.P50
+	}
+	hd := p50[kindOrderagg] - p50[kindFloor]
+	e.finding("P50 orderagg − floor at %g req/s, open loop (half of orderagg's capacity) = %+.2f ms (target ≤ 1 ms: %s)", half.Rate, hd, verdict(hd <= 1))
+	e.report.Load += fmt.Sprintf("; then each alone at half of orderagg's closed-loop throughput, open loop, %s warm-up + %s", p.Warmup, p.Duration)
+	return nil
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func outage(ctx context.Context, e *experiment) error {
+	phase := 10 * time.Second
+	if e.o.given("duration") {
+		phase = e.o.Duration
+	}
+	rate := 100.0
+	if e.o.given("rate") && e.o.Rate > 0 {
+		rate = e.o.Rate
+	}
+	p := plan{Rate: rate, Duration: 3 * phase, MaxRequests: e.o.MaxRequests, IDs: e.o.IDs, Timeout: e.o.Timeout}
+	e.report.Load = fmt.Sprintf("open loop, %g req/s to each aggregator at once, both in front of one simulator (every service 5 ms); logistics healthy %s, hanging %s, healthy %s; figures by the second the answer arrived",
+		rate, phase, phase, phase)
+	e.report.Columns = []string{"aggregator", "phase", "good/s", "full pages", "failed", "P50 ms", "P99 ms", "max ms"}
+	s, err := startSim(uniformShape(profileFast))
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	aggURL, stopAgg, err := startService(ctx, s.url, e.o.RedisURL, nil)
+	if err != nil {
+		return err
+	}
+	defer stopAgg()
+	floorURL, stopFloor, err := startFloor(s.url, 1)
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+
+	origin := time.Now()
+	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin)}
+	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the outage's schedule; it ends with ctx or after the recovery
+		defer wg.Done()
+		for i, f := range []sim.Fault{{Hang: true}, profileFast} {
+			t := time.NewTimer(time.Until(origin.Add(time.Duration(i+1) * phase)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				_ = s.sim.SetFault(sim.ServiceLogistics, f)
+			}
+		}
+	}()
+	for _, kind := range []string{kindOrderagg, kindFloor} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := newTarget(urls[kind], 1024, false)
+			defer t.close()
+			var progress func(time.Duration)
+			if kind == kindOrderagg && e.tty {
+				progress = progressLine(e.stderr, "outage (orderagg): ", p, recs[kind])
+			}
+			run(ctx, t, p, recs[kind], progress)
+		}()
+	}
+	wg.Wait()
+	if e.tty {
+		fmt.Fprint(e.stderr, "\r\033[K")
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	ps := int(phase / time.Second)
+	phases := []struct {
+		name     string
+		from, to int
+	}{
+		{fmt.Sprintf("healthy 0–%ds", ps), 0, ps},
+		{fmt.Sprintf("hanging %d–%ds", ps, 2*ps), ps, 2 * ps},
+		{fmt.Sprintf("healthy %d–%ds", 2*ps, 3*ps), 2 * ps, 3 * ps},
+	}
+	goodRate := map[string][]float64{}
+	for _, kind := range []string{kindOrderagg, kindFloor} {
+		for _, ph := range phases {
+			ok, deg, failed, lat := recs[kind].phase(ph.from, ph.to)
+			secs := float64(ph.to - ph.from)
+			good := float64(ok+deg) / secs
+			goodRate[kind] = append(goodRate[kind], good)
+			e.row(kind, ph.name, f1(good), pc(ratio(float64(ok), float64(ok+deg+failed))), fmt.Sprint(failed), f1(lat.P50), f1(lat.P99), f1(lat.Max))
+		}
+		e.step(kind, recs[kind].summary(3*phase), nil)
+	}
+	agg := recs[kindOrderagg].summary(3 * phase).Timeline
+	fl := recs[kindFloor].summary(3 * phase).Timeline
+	// How long orderagg took to notice the hang and to return to full pages.
+	var firstFast, recovered = -1, -1
+	for _, sec := range agg {
+		if sec.T > ps && sec.T < 2*ps && firstFast < 0 && sec.P99MS < 100 {
+			firstFast = sec.T - ps
+		}
+		total := sec.OK + sec.Degraded + sec.Failed
+		if sec.T >= 2*ps && recovered < 0 && total > 0 && float64(sec.OK) >= 0.9*float64(total) {
+			recovered = sec.T - 2*ps
+		}
+	}
+	e.finding("during the hang orderagg answered %.1f good pages/s (%.0f %% of its healthy rate, logistics degraded), the floor %.1f/s (%.0f %%)",
+		goodRate[kindOrderagg][1], 100*ratio(goodRate[kindOrderagg][1], goodRate[kindOrderagg][0]),
+		goodRate[kindFloor][1], 100*ratio(goodRate[kindFloor][1], goodRate[kindFloor][0]))
+	e.finding("orderagg's per-second P99 was back under 100 ms %d s into the hang (breaker open); full pages returned %d s after logistics recovered (breaker sleep window 5 s, then a probe)",
+		firstFast, recovered)
+
+	perSecond := func(tl []Second, f func(Second) float64) (xs, ys []float64) {
+		for _, s := range tl {
+			xs, ys = append(xs, float64(s.T)+0.5), append(ys, f(s))
+		}
+		return xs, ys
+	}
+	ax, aGood := perSecond(agg, func(s Second) float64 { return float64(s.OK + s.Degraded) })
+	_, aFull := perSecond(agg, func(s Second) float64 { return float64(s.OK) })
+	fx, fGood := perSecond(fl, func(s Second) float64 { return float64(s.OK + s.Degraded) })
+	_, aP99 := perSecond(agg, func(s Second) float64 { return s.P99MS })
+	_, fP99 := perSecond(fl, func(s Second) float64 { return s.P99MS })
+	shade := [][2]float64{{float64(ps), float64(2 * ps)}}
+	return e.plot("experiment-outage.svg", chart{
+		Title:  fmt.Sprintf("Logistics hangs for %s: orderagg vs the bare floor, %g req/s each (open loop)", phase, rate),
+		XLabel: "seconds since start (by the second each answer arrived)",
+		Panels: []panel{
+			{Title: "Good answers (HTTP 200) per second", YLabel: "answers/s", Shade: shade, ShadeLabel: "logistics hangs", Series: []series{
+				{Name: "orderagg: all 200s", X: ax, Y: aGood},
+				{Name: "orderagg: full pages", X: ax, Y: aFull, Dashed: true},
+				{Name: "floor: all 200s", X: fx, Y: fGood},
+			}},
+			{Title: "Latency P99 per second", YLabel: "ms", Shade: shade, Series: []series{
+				{Name: "orderagg", X: ax, Y: aP99},
+				{Name: "floor", X: fx, Y: fP99, Color: palette[2]},
+			}},
+		},
+	})
+}
