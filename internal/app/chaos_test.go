@@ -146,7 +146,9 @@ func TestChaos(t *testing.T) {
 		}
 		return true
 	})
-	waitUntil(t, func() bool { return !goroutineInside("internal/orderdetail.", "internal/resilience.", "handlers.(*orders)") })
+	waitUntil(t, func() bool {
+		return !goroutineInside("internal/orderdetail.", "internal/resilience.", "handlers.(*orders)")
+	})
 }
 
 func goroutineInside(frames ...string) bool {
