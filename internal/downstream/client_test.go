@@ -2,6 +2,7 @@ package downstream
 
 import (
 	"context"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -683,5 +684,34 @@ func TestRequestIDContext(t *testing.T) {
 	}
 	if got := RequestIDFrom(WithRequestID(context.Background(), "abc")); got != "abc" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// BenchmarkTenMegabyteBody measures what a 10 MB answer costs the service:
+// the body is refused after the 1 MiB cap, so B/op stays near the cap
+// however large the answer is.
+func BenchmarkTenMegabyteBody(b *testing.B) {
+	chunk := bytes.Repeat([]byte(`{"id":"o-1","padding":"`+strings.Repeat("x", 4000)+`"},`), 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte("["))
+		for sent := 0; sent < 10<<20; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		w.Write([]byte("{}]"))
+	}))
+	defer ts.Close()
+	c, err := NewOrderClient(Config{BaseURL: ts.URL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.GetOrder(context.Background(), "o-1"); !errors.Is(err, ErrBodyTooLarge) {
+			b.Fatalf("err %v, want ErrBodyTooLarge", err)
+		}
 	}
 }
