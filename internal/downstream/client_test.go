@@ -1,8 +1,8 @@
 package downstream
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
