@@ -77,7 +77,7 @@ lint: ## gofmt check and go vet
 	$(GO) vet ./...
 
 .PHONY: images
-images: image redis-image ## both container images
+images: image redis-image toxiproxy-image ## the three container images (service, Redis, Toxiproxy)
 
 .PHONY: image
 image: build ## the service image (ORDERAGG_IMAGE, default orderagg:local)
@@ -88,6 +88,10 @@ image: build ## the service image (ORDERAGG_IMAGE, default orderagg:local)
 .PHONY: redis-image
 redis-image: deps ## the Redis image from Debian's package (REDIS_IMAGE, default orderagg-redis:local)
 	build/redis/build.sh $(REDIS_IMAGE)
+
+.PHONY: toxiproxy-image
+toxiproxy-image: ## the Toxiproxy image from its Go module (ORDERAGG_TOXIPROXY_IMAGE, default orderagg-toxiproxy:local)
+	GO=$(GO) build/toxiproxy/build.sh
 
 .PHONY: compose-smoke
 compose-smoke: deps ## compose up, one order through the stack, compose down

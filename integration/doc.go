@@ -1,14 +1,67 @@
 // Package integration holds orderagg's container-level tests: the real
-// binary, the simulators and Redis run as Docker containers on a private
-// network per test, driven through testcontainers-go.
+// binary, the simulators, Redis and Toxiproxy run as Docker containers on a
+// private network per test, driven through testcontainers-go.
 //
-// The tests run as part of `go test ./...`. They need the two local images
-// built by `make images` (orderagg:local and orderagg-redis:local, overridable
-// with ORDERAGG_IMAGE and ORDERAGG_REDIS_IMAGE). Without Docker or an image,
-// each test skips with a message naming `make images`; with CI=true it fails
+// # Running them here
+//
+// No image can be pulled on this project's machines, so the images are built
+// locally first:
+//
+//	make images && go test ./integration/...
+//
+// `make images` builds orderagg:local (the FROM-scratch service image, which
+// also runs `orderagg sim`), orderagg-redis:local (Redis from Debian's
+// package, build/redis) and orderagg-toxiproxy:local (Toxiproxy's server
+// compiled from its Go module, github.com/Shopify/toxiproxy/v2, static, FROM
+// scratch; build/toxiproxy). `make test-integration` does both steps, with
+// -race and -v. The whole package takes about a minute on a 2-core machine.
+//
+// # Images from a registry
+//
+// Where a registry is reachable, published images work too; each is named by
+// an environment variable:
+//
+//	ORDERAGG_IMAGE=<a published orderagg build>      (default orderagg:local)
+//	ORDERAGG_REDIS_IMAGE=redis:7                     (default orderagg-redis:local)
+//	ORDERAGG_TOXIPROXY_IMAGE=ghcr.io/shopify/toxiproxy:2.12.0   (default orderagg-toxiproxy:local)
+//
+// Nothing is ever pulled by the tests themselves: pull the images first
+// (docker pull). The local Toxiproxy image has the upstream layout (API on
+// 8474, `-host=0.0.0.0`), so either works.
+//
+// # Missing prerequisites
+//
+// The tests run as part of `go test ./...`. Without Docker or an image, each
+// test skips with a message naming `make images`; with CI=true it fails
 // instead, so CI cannot go green on skipped integration tests.
+//
+// # Ryuk and addresses
 //
 // Ryuk, testcontainers' reaper, cannot be pulled on this project's machines,
 // so TESTCONTAINERS_RYUK_DISABLED defaults to true here and every container
 // and network is removed by the test that made it (t.Cleanup).
+// TESTCONTAINERS_HOST_OVERRIDE defaults to 127.0.0.1: the tests reach
+// published ports on loopback only; containers talk to each other by alias on
+// their private network.
+//
+// # Scenarios
+//
+//   - TestServiceSmoke, TestRedisImageAnswersPing: the images work.
+//   - TestFullStackFaults: healthy page; inventory, coupon and logistics
+//     failing, hanging and answering garbage; order down with a cached copy
+//     (200, order from cache) and without (503); an unknown order (404).
+//   - TestRedisSlowAndStopped: Redis behind Toxiproxy slowed by 2 s per
+//     command, then stopped, then started: healthy latency unchanged,
+//     degraded pages inside the deadline, the cache's breaker opening and
+//     closing, the cache serving again without a service restart.
+//   - TestDownstreamStoppedAndRestarted: a second sim container serving only
+//     logistics, stopped and started: breaker OPEN, SHORT_CIRCUITED pages,
+//     HALF_OPEN, CLOSED, and the transitions in /metrics.
+//   - TestGracefulShutdownFinishesInFlight: docker stop with pages in flight;
+//     all finish with 200 and the service exits 0.
+//   - TestLoadWhileDependencyHangs: 8 clients for 4 s with logistics hanging:
+//     no answer past the deadline, no goroutine growth in the service.
+//
+// Each scenario logs its measured figures (latencies, times to open and close
+// a breaker, goroutine counts); run with -v to see them.
 package integration

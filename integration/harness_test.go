@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2/client"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -20,17 +22,24 @@ import (
 )
 
 const (
-	defaultServiceImage = "orderagg:local"
-	defaultRedisImage   = "orderagg-redis:local"
+	defaultServiceImage   = "orderagg:local"
+	defaultRedisImage     = "orderagg-redis:local"
+	defaultToxiproxyImage = "orderagg-toxiproxy:local"
 
 	// Network aliases of the containers on a test's private network.
-	redisAlias   = "redis"
-	simAlias     = "sim"
-	serviceAlias = "orderagg"
+	redisAlias     = "redis"
+	simAlias       = "sim"
+	serviceAlias   = "orderagg"
+	toxiproxyAlias = "toxiproxy"
 
-	redisPort   = "6379/tcp"
-	simPort     = "9100/tcp"
-	servicePort = "8080/tcp"
+	redisPort     = "6379/tcp"
+	simPort       = "9100/tcp"
+	servicePort   = "8080/tcp"
+	toxiproxyPort = "8474/tcp" // Toxiproxy's API
+
+	// configPath is where withConfig mounts a --config file in the service
+	// container.
+	configPath = "/etc/orderagg/config.yaml"
 
 	startupTimeout = 60 * time.Second
 )
@@ -64,14 +73,16 @@ func leakOptions() []goleak.Option {
 
 // testImages names the images the integration tests run.
 type testImages struct {
-	Service string // ORDERAGG_IMAGE, default orderagg:local
-	Redis   string // ORDERAGG_REDIS_IMAGE, default orderagg-redis:local (redis:7 works where a registry is reachable)
+	Service   string // ORDERAGG_IMAGE, default orderagg:local
+	Redis     string // ORDERAGG_REDIS_IMAGE, default orderagg-redis:local (redis:7 works where a registry is reachable)
+	Toxiproxy string // ORDERAGG_TOXIPROXY_IMAGE, default orderagg-toxiproxy:local (ghcr.io/shopify/toxiproxy:2.x works too)
 }
 
 func images() testImages {
 	return testImages{
-		Service: envOr("ORDERAGG_IMAGE", defaultServiceImage),
-		Redis:   envOr("ORDERAGG_REDIS_IMAGE", defaultRedisImage),
+		Service:   envOr("ORDERAGG_IMAGE", defaultServiceImage),
+		Redis:     envOr("ORDERAGG_REDIS_IMAGE", defaultRedisImage),
+		Toxiproxy: envOr("ORDERAGG_TOXIPROXY_IMAGE", defaultToxiproxyImage),
 	}
 }
 
@@ -93,7 +104,7 @@ func inCI() bool {
 func unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...) +
-		" — build the images with `make images` (or set ORDERAGG_IMAGE / ORDERAGG_REDIS_IMAGE)"
+		" — build the images with `make images` (or set ORDERAGG_IMAGE / ORDERAGG_REDIS_IMAGE / ORDERAGG_TOXIPROXY_IMAGE)"
 	if inCI() {
 		t.Fatalf("integration prerequisites missing in CI: %s", msg)
 	}
@@ -227,11 +238,23 @@ func startRedis(t testing.TB, nw *testcontainers.DockerNetwork) (*testcontainers
 // the container and its base URL on the host (for fault injection).
 func startSim(t testing.TB, nw *testcontainers.DockerNetwork) (*testcontainers.DockerContainer, string) {
 	t.Helper()
+	return startSimAs(t, nw, simAlias)
+}
+
+// startSimAs is startSim under another network alias, for a second sim
+// container that serves only some of the downstreams.
+func startSimAs(t testing.TB, nw *testcontainers.DockerNetwork, alias string) (*testcontainers.DockerContainer, string) {
+	t.Helper()
 	img := images().Service
 	requireImages(t, img)
-	c := run(t, img, simAlias, nw,
+	c := run(t, img, alias, nw,
 		testcontainers.WithCmd("sim", "--addr", ":9100"),
 		testcontainers.WithExposedPorts(simPort),
+		// The image's HEALTHCHECK probes the service's /readyz on :8080,
+		// which a sim container does not serve (compose overrides it too).
+		testcontainers.WithConfigModifier(func(cfg *container.Config) {
+			cfg.Healthcheck = &container.HealthConfig{Test: []string{"NONE"}}
+		}),
 		testcontainers.WithWaitStrategy(
 			wait.ForHTTP("/faults").WithPort(simPort).WithStartupTimeout(startupTimeout),
 		),
@@ -239,11 +262,46 @@ func startSim(t testing.TB, nw *testcontainers.DockerNetwork) (*testcontainers.D
 	return c, "http://" + endpoint(t, c, simPort)
 }
 
+// simURLOf returns the host base URL of a sim container, read again: after
+// a Stop and Start its published port may have changed.
+func simURLOf(t testing.TB, c *testcontainers.DockerContainer) string {
+	t.Helper()
+	return "http://" + endpoint(t, c, simPort)
+}
+
+// startToxiproxy runs the Toxiproxy image on nw (alias "toxiproxy") with its
+// API published, and returns the container and a client of that API on the
+// host. Proxies it is told to create listen on the private network, where
+// other containers reach them as toxiproxy:<port>.
+func startToxiproxy(t testing.TB, nw *testcontainers.DockerNetwork) (*testcontainers.DockerContainer, *toxiproxy.Client) {
+	t.Helper()
+	img := images().Toxiproxy
+	requireImages(t, img)
+	c := run(t, img, toxiproxyAlias, nw,
+		testcontainers.WithExposedPorts(toxiproxyPort),
+		// Errors only (a failed upstream dial, say): at info and warn it logs
+		// every connection, which would bury the rest of a failed test's log.
+		testcontainers.WithEnv(map[string]string{"LOG_LEVEL": "error"}),
+		testcontainers.WithWaitStrategy(
+			wait.ForHTTP("/version").WithPort(toxiproxyPort).WithStartupTimeout(startupTimeout),
+		),
+	)
+	// The client uses http.DefaultTransport; drop its idle connections so
+	// that goleak sees no transport goroutines once the tests end.
+	t.Cleanup(func() {
+		if tr, ok := http.DefaultTransport.(*http.Transport); ok {
+			tr.CloseIdleConnections()
+		}
+	})
+	return c, toxiproxy.NewClient(endpoint(t, c, toxiproxyPort))
+}
+
 // startService runs `orderagg serve` on nw (alias "orderagg"), wired to the
 // sim and Redis containers of the same network, with env added on top (it
-// may override the defaults). It waits for GET /readyz to answer 200 and
-// returns the container and its base URL on the host.
-func startService(t testing.TB, nw *testcontainers.DockerNetwork, env map[string]string) (*testcontainers.DockerContainer, string) {
+// may override the defaults) and opts after the harness's own (withConfig,
+// for one). It waits for GET /readyz to answer 200 and returns the container
+// and its base URL on the host.
+func startService(t testing.TB, nw *testcontainers.DockerNetwork, env map[string]string, opts ...testcontainers.ContainerCustomizer) (*testcontainers.DockerContainer, string) {
 	t.Helper()
 	img := images().Service
 	requireImages(t, img)
@@ -259,15 +317,31 @@ func startService(t testing.TB, nw *testcontainers.DockerNetwork, env map[string
 	for k, v := range env {
 		full[k] = v
 	}
-	c := run(t, img, serviceAlias, nw,
+	base := []testcontainers.ContainerCustomizer{
 		testcontainers.WithCmd("serve"),
 		testcontainers.WithEnv(full),
 		testcontainers.WithExposedPorts(servicePort),
 		testcontainers.WithWaitStrategy(
 			wait.ForHTTP("/readyz").WithPort(servicePort).WithStartupTimeout(startupTimeout),
 		),
-	)
+	}
+	c := run(t, img, serviceAlias, nw, append(base, opts...)...)
 	return c, "http://" + endpoint(t, c, servicePort)
+}
+
+// withConfig mounts yaml as the service's --config file (ORDERAGG_CONFIG).
+// Keys left out keep their defaults (config.example.yaml).
+func withConfig(yaml string) testcontainers.ContainerCustomizer {
+	return testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
+		if err := testcontainers.WithFiles(testcontainers.ContainerFile{
+			Reader:            strings.NewReader(yaml),
+			ContainerFilePath: configPath,
+			FileMode:          0o644, // the image runs as uid 65532
+		})(req); err != nil {
+			return err
+		}
+		return testcontainers.WithEnv(map[string]string{"ORDERAGG_CONFIG": configPath})(req)
+	})
 }
 
 // httpClient is shared by the tests; its idle connections are closed when

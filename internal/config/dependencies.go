@@ -152,6 +152,17 @@ func (d Dependencies) Validate(deadline time.Duration) error {
 				err: fmt.Errorf("%s must be shorter than --deadline (%s) %s", formatDuration(dep.Timeout), envName("deadline"), formatDuration(deadline)),
 			})
 		}
+		// A last-good read runs inside the fallback's bound. If that bound
+		// were not longer than the cache's own sub-budget, a slow store would
+		// be cut short by the fallback — counted as the caller's deadline,
+		// which never opens the cache's breaker — instead of timing out in
+		// its own guard, where it counts.
+		if name != NameCache && dep.FallbackTimeout <= d.Cache.Timeout {
+			errs = append(errs, &keyError{
+				key: "dependencies." + name + ".fallback_timeout",
+				err: fmt.Errorf("%s must be longer than dependencies.cache.timeout %s", formatDuration(dep.FallbackTimeout), formatDuration(d.Cache.Timeout)),
+			})
+		}
 	}
 	return join(errs)
 }

@@ -473,3 +473,15 @@ func TestZeroRuleFollowsResilienceDefaults(t *testing.T) {
 		t.Error("test assumption: resilience's max_queue default is 0")
 	}
 }
+
+func TestFallbackTimeoutMustExceedCacheTimeout(t *testing.T) {
+	d := config.DefaultDependencies()
+	d.Cache.Timeout = 90 * time.Millisecond // longer than the 80ms fallback bounds
+	err := d.Validate(1500 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "dependencies.inventory.fallback_timeout") {
+		t.Fatalf("err %v", err)
+	}
+	if err := config.DefaultDependencies().Validate(1500 * time.Millisecond); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+}

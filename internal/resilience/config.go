@@ -21,7 +21,9 @@ type Config struct {
 	Hedge    HedgeConfig    `yaml:"hedge" json:"hedge"`
 
 	// FallbackTimeout bounds a fallback (e.g. a last-good cache read) run
-	// after the call failed; default 50ms. Fallbacks must be cheap.
+	// after the call failed; default 80ms: longer than a cache read's own
+	// 50ms sub-budget, so a slow store times out in its own guard (where it
+	// counts against the store) rather than being cut short here.
 	FallbackTimeout time.Duration `yaml:"fallback_timeout" json:"fallback_timeout"`
 
 	// TimeoutMargin is added to max(3×P99, 2×P99.9) to recommend a timeout.
@@ -114,7 +116,7 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.Timeout, time.Second)
 	def(&c.TimeoutMargin, 50*time.Millisecond)
-	def(&c.FallbackTimeout, 50*time.Millisecond)
+	def(&c.FallbackTimeout, 80*time.Millisecond)
 	defInt(&c.Bulkhead.MaxConcurrent, 50)
 	def(&c.Breaker.Window, 10*time.Second)
 	defInt(&c.Breaker.Buckets, 10)
