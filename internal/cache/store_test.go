@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -398,4 +399,24 @@ func TestFutureSkewUsesClock(t *testing.T) {
 	if st := s.Stats(); st.Hits != 1 || st.Corrupt != 1 {
 		t.Errorf("Stats = %+v, want one hit and one corrupt", st)
 	}
+}
+
+// Writes are pipelined with EVALSHA; a Redis that has forgotten the script
+// (restarted, or a new cluster node) must still get every write.
+func TestWritesSurviveAScriptFlush(t *testing.T) {
+	s := mustOpen(t, Config{})
+	asOf := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	s.Put("order", "o-1", entry(asOf, `{"id":"o-1"}`), time.Minute)
+	mustFlush(t, s)
+	if err := s.Client().ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 { // more than one batch
+		s.Put("order", fmt.Sprintf("o-%d", i+2), entry(asOf, `{"id":"x"}`), time.Minute)
+	}
+	mustFlush(t, s)
+	if st := s.Stats(); st.WritesOK != 101 || st.WriteErrors != 0 {
+		t.Fatalf("Stats = %+v, want 101 writes and no errors", st)
+	}
+	mustGet(t, s, "order", "o-101")
 }

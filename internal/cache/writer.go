@@ -4,21 +4,29 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// maxBatch bounds how many queued entries one round trip carries. Writes
+// are pipelined: at thousands of live sections a second, one round trip per
+// entry would leave the writers behind and the queue dropping.
+const maxBatch = 64
 
 // runWriter writes queued entries until Close, then empties the queue unless
 // Close has given up on it. The Store owns it: Close waits for it.
 func (s *Store) runWriter() {
 	defer s.writers.Done()
+	batch := make([]writeReq, 0, maxBatch)
 	for {
 		select {
 		case req := <-s.queue:
-			s.write(req)
+			s.writeBatch(s.fill(append(batch[:0], req)))
 		case <-s.draining:
 			for s.writeCtx.Err() == nil {
 				select {
 				case req := <-s.queue:
-					s.write(req)
+					s.writeBatch(s.fill(append(batch[:0], req)))
 				default:
 					return
 				}
@@ -28,18 +36,51 @@ func (s *Store) runWriter() {
 	}
 }
 
-// write stores one entry with the newest-wins script within WriteTimeout.
-// Failures are counted and logged at a bounded rate; no request ever sees
-// them.
-func (s *Store) write(req writeReq) {
-	// Done after the outcome is counted, so Flush returns with Stats final.
-	defer s.finishOne()
-	k := key(s.cfg.KeyPrefix, req.dep, req.orderID)
+// fill adds whatever else is already queued, up to maxBatch, without waiting.
+func (s *Store) fill(batch []writeReq) []writeReq {
+	for len(batch) < maxBatch {
+		select {
+		case req := <-s.queue:
+			batch = append(batch, req)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// writeBatch stores entries with the newest-wins script in one pipelined
+// round trip, within WriteTimeout. Failures are counted and logged at a
+// bounded rate; no request ever sees them.
+func (s *Store) writeBatch(batch []writeReq) {
 	ctx, cancel := context.WithTimeout(s.writeCtx, s.cfg.WriteTimeout)
-	stored, err := putScript.Run(ctx, s.client, []string{k},
-		valueVersionArg, req.asOfUS, req.payload, req.ttlMS,
-		s.now().Add(s.cfg.MaxFutureSkew).UnixMicro()).Int()
-	cancel()
+	defer cancel()
+	limit := s.now().Add(s.cfg.MaxFutureSkew).UnixMicro()
+	keys := make([][]string, len(batch))
+	cmds := make([]*redis.Cmd, len(batch))
+	// Errors are read per command below; the pipeline's own error is the first of them.
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, req := range batch {
+			keys[i] = []string{key(s.cfg.KeyPrefix, req.dep, req.orderID)}
+			cmds[i] = putScript.EvalSha(ctx, p, keys[i], valueVersionArg, req.asOfUS, req.payload, req.ttlMS, limit)
+		}
+		return nil
+	})
+	for i, req := range batch {
+		stored, err := cmds[i].Int()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// A restarted (or new cluster) node has forgotten the script:
+			// Run sends it in full and it is cached again from then on.
+			stored, err = putScript.Run(ctx, s.client, keys[i], valueVersionArg, req.asOfUS, req.payload, req.ttlMS, limit).Int()
+		}
+		s.settle(req, keys[i][0], stored, err)
+	}
+}
+
+// settle counts one entry's outcome. Done after the outcome is counted, so
+// Flush returns with Stats final.
+func (s *Store) settle(req writeReq, k string, stored int, err error) {
+	defer s.finishOne()
 	switch {
 	case err != nil:
 		s.record(EventWriteError, req.dep)
