@@ -21,6 +21,7 @@ import (
 
 	"github.com/orderagg/orderagg/internal/app"
 	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/loadtest"
 )
 
 // version is set at build time (-ldflags "-X main.version=…").
@@ -80,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			config.SimUsage(stdout)
 			return 0
 		}
+	case "loadtest":
+		return loadtest.Main(ctx, args, stdout, stderr, getenv)
 	case "healthcheck":
 		return healthcheck(ctx, args, stdout, stderr, getenv)
 	case "version", "--version":

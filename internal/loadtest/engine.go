@@ -154,6 +154,9 @@ type runStats struct {
 	Window time.Duration
 	// Sent counts every request sent, the warm-up's included.
 	Sent int64
+	// CPU is the process's CPU time over the run, when the caller measured
+	// it (the experiments, where everything under test shares the process).
+	CPU time.Duration
 }
 
 // run drives load at t according to p and adds the measured results to rec.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/config"
 )
 
 // Options are the settings of one `orderagg loadtest` invocation.
@@ -27,6 +29,7 @@ type Options struct {
 	Scenario    string
 	Plot        string
 	RedisURL    string
+	CPUProfile  string
 
 	// set records the flags given on the command line or in the
 	// environment, so a scenario keeps its own defaults for the others.
@@ -200,6 +203,9 @@ func specs() []spec {
 		{name: "plot", typ: "dir", help: "with --scenario: write the experiment's SVG charts into this directory",
 			def: func(o Options) string { return o.Plot },
 			set: func(o *Options, s string) error { o.Plot = s; return nil }},
+		{name: "cpuprofile", typ: "file", help: "with --scenario: write a CPU profile of the whole experiment (load, simulator and aggregators share the process) for go tool pprof",
+			def: func(o Options) string { return o.CPUProfile },
+			set: func(o *Options, s string) error { o.CPUProfile = s; return nil }},
 		{name: "redis-url", typ: "URL", help: "with --scenario: the last-good cache of the in-process orderagg; empty: embedded, as in demo mode",
 			def: func(o Options) string { return o.RedisURL },
 			set: func(o *Options, s string) error {
@@ -278,10 +284,29 @@ func parseOptions(args []string, getenv func(string) string) (Options, error) {
 	if o.Plot != "" && o.Scenario == "" {
 		return Options{}, usagef("--plot (%s) needs --scenario: only the experiments draw charts", envName("plot"))
 	}
+	if o.CPUProfile != "" && o.Scenario == "" {
+		return Options{}, usagef("--cpuprofile (%s) needs --scenario: profile your own deployment with its own tools", envName("cpuprofile"))
+	}
 	if o.RedisURL != "" && o.Scenario == "" {
 		return Options{}, usagef("--redis-url (%s) needs --scenario: it configures the experiments' in-process orderagg", envName("redis-url"))
 	}
 	return o, nil
+}
+
+// Table lists the flags in --help order with their defaults, in the form
+// config.MarkdownTable renders, so the README's table can be generated and
+// kept in sync like serve's and sim's.
+func Table() []config.FlagDoc {
+	def := DefaultOptions()
+	var out []config.FlagDoc
+	for _, sp := range specs() {
+		typ := sp.typ
+		if sp.isBool {
+			typ = "bool"
+		}
+		out = append(out, config.FlagDoc{Name: "--" + sp.name, Env: envName(sp.name), Type: typ, Default: sp.def(def), Help: sp.help})
+	}
+	return out
 }
 
 // usage writes --help: every flag with its environment twin and default.

@@ -246,6 +246,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"--scenario", "nope"}, nil, "--scenario"},
 		{[]string{"--plot", "/tmp/x"}, nil, "--plot"},
 		{[]string{"--redis-url", "redis://127.0.0.1:6379"}, nil, "--redis-url"},
+		{[]string{"--cpuprofile", "/tmp/cpu.out"}, nil, "--cpuprofile"},
 		{[]string{"--scenario", "floor", "--redis-url", "http://127.0.0.1:6379"}, nil, "--redis-url"},
 		{[]string{"--bogus"}, nil, "-bogus"},
 		{[]string{"extra"}, nil, "extra"},
@@ -339,5 +340,21 @@ func TestInterruptPrintsPartialFigures(t *testing.T) {
 	var s Summary
 	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Requests == 0 || s.Errors != 0 {
 		t.Errorf("partial summary: %v, %+v", err, s)
+	}
+}
+
+func TestTableMatchesHelp(t *testing.T) {
+	_, help, _ := runMain(t, context.Background(), nil, "--help")
+	rows := Table()
+	if len(rows) != len(specs()) {
+		t.Fatalf("%d rows for %d flags", len(rows), len(specs()))
+	}
+	for _, r := range rows {
+		if !strings.Contains(help, r.Name) || !strings.Contains(help, r.Env) {
+			t.Errorf("--help lacks %s (%s)", r.Name, r.Env)
+		}
+	}
+	if rows[0].Name != "--url" || rows[0].Default != "http://127.0.0.1:8080" {
+		t.Errorf("first row %+v", rows[0])
 	}
 }

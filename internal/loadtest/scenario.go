@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,13 +92,15 @@ type Machine struct {
 	GOMAXPROCS int    `json:"gomaxprocs"`
 	CPU        string `json:"cpu"`
 	Go         string `json:"go"`
-	// LoadAvg is the 1-minute load average when the scenario started: a
-	// busy machine moves every absolute figure (the ratios much less).
-	LoadAvg string `json:"loadavg"`
+	// LoadAvg is the 1-minute load average when the scenario started and
+	// LoadAvgEnd when it ended: a busy machine moves every absolute figure
+	// (the ratios much less), and the scenario itself adds about 2.
+	LoadAvg    string `json:"loadavg"`
+	LoadAvgEnd string `json:"loadavg_end"`
 }
 
 func machine() Machine {
-	m := Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), CPU: "unknown", LoadAvg: "unknown"}
+	m := Machine{NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), CPU: "unknown"}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -108,12 +111,18 @@ func machine() Machine {
 		}
 		f.Close()
 	}
+	m.LoadAvg = loadAvg()
+	return m
+}
+
+// loadAvg is the 1-minute load average, or "unknown" off Linux.
+func loadAvg() string {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		if f := strings.Fields(string(b)); len(f) > 0 {
-			m.LoadAvg = f[0]
+			return f[0]
 		}
 	}
-	return m
+	return "unknown"
 }
 
 // stepPlan is a scenario's default step, with the flags the user gave
@@ -153,7 +162,11 @@ func (e *experiment) measure(ctx context.Context, name, url string, p plan, rec 
 	if e.tty {
 		progress = progressLine(e.stderr, name+": ", p, rec)
 	}
+	cpu0, ok0 := processCPU()
 	st := run(ctx, t, p, rec, progress)
+	if cpu1, ok1 := processCPU(); ok0 && ok1 {
+		st.CPU = cpu1 - cpu0
+	}
 	if e.tty {
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
@@ -173,7 +186,21 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 			return 1
 		}
 	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "orderagg loadtest: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "orderagg loadtest: --cpuprofile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	err := sc.run(ctx, e)
+	e.report.Machine.LoadAvgEnd = loadAvg()
 	if err == nil && ctx.Err() != nil {
 		err = errors.New("interrupted")
 	}
@@ -221,7 +248,7 @@ func writeReport(w io.Writer, r *Report) {
 	m := r.Machine
 	fmt.Fprintf(w, "scenario  %s: %s\n", r.Scenario, r.About)
 	fmt.Fprintf(w, "command   %s\n", r.Command)
-	fmt.Fprintf(w, "machine   %d CPU (%s), GOMAXPROCS %d, %s, load average %s at start\n", m.NumCPU, m.CPU, m.GOMAXPROCS, m.Go, m.LoadAvg)
+	fmt.Fprintf(w, "machine   %d CPU (%s), GOMAXPROCS %d, %s, load average %s at start, %s at the end\n", m.NumCPU, m.CPU, m.GOMAXPROCS, m.Go, m.LoadAvg, m.LoadAvgEnd)
 	fmt.Fprintf(w, "load      %s\n\n", r.Load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join(r.Columns, "\t")+"\t")

@@ -33,7 +33,7 @@ func runScenarioJSON(t *testing.T, args ...string) Report {
 
 func TestFloorScenario(t *testing.T) {
 	r := runScenarioJSON(t, "--scenario", "floor", "--duration", "200ms", "--warmup", "0s", "--concurrency", "4")
-	if len(r.Rows) != 4 || len(r.Steps) != 4 || len(r.Findings) != 3 || r.Machine.NumCPU == 0 || r.Machine.Go == "" {
+	if len(r.Rows) != 4 || len(r.Steps) != 4 || len(r.Findings) < 3 || r.Machine.NumCPU == 0 || r.Machine.Go == "" {
 		t.Fatalf("report %+v", r)
 	}
 	for _, st := range r.Steps {

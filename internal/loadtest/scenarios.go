@@ -23,6 +23,11 @@ func slowPath() shape {
 	}}
 }
 
+// breakerOff keeps a dependency's breaker from ever opening: it never
+// sees enough calls in its window to judge. The experiments use it to
+// isolate the other mechanisms (sub-budget, bulkhead, retry budget).
+func breakerOff(d *config.Dependency) { d.Breaker.MinRequests = 1_000_000_000 }
+
 // onlyInventoryLimits sizes every bulkhead but inventory's to at least the
 // load's concurrency, so that inventory's is the only one that can reject.
 func onlyInventoryLimits(d *config.Dependencies, concurrency int) {
@@ -39,7 +44,9 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 	e.report.Columns = []string{"bulkhead", "pages/s", "inventory live/s", "per slot/s", "live", "rejected", "P50 ms", "P99 ms", "P99 full ms"}
 	var xs, live, ideal, perSlot, twelve, p99, p99full []float64
 	var ticks []tick
-	linearUpTo, linear := 0, true // the largest size up to which every size got ≥ 80 % of 12.5/s per slot
+	// linearUpTo is the largest size up to which every size kept ≥ 80 % of
+	// the per-slot rate of a single slot.
+	linearUpTo, linear, firstSlot := 0, true, 0.0
 	for _, size := range sizes {
 		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
 			d.Inventory.Bulkhead.MaxConcurrent, d.Inventory.Bulkhead.MaxQueue = size, 0
@@ -59,7 +66,10 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 		e.row(fmt.Sprint(size), f0(s.RPS), f1(liveS), f1(slot), pc(ratio(float64(s.Live("inventory")), float64(s.Requests))),
 			pc(rejected), f1(s.Latency.P50), f1(s.Latency.P99), f1(s.LatencyFull.P99))
 		e.step(fmt.Sprintf("bulkhead %d", size), s, map[string]float64{"inventory_live_per_s": liveS, "per_slot_per_s": slot, "rejected_ratio": rejected})
-		if linear = linear && slot >= 0.8*12.5; linear {
+		if size == sizes[0] {
+			firstSlot = slot
+		}
+		if linear = linear && slot >= 0.8*firstSlot && slot > 0; linear {
 			linearUpTo = size
 		}
 		x := math.Log2(float64(size))
@@ -69,7 +79,14 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 		ticks = append(ticks, tick{x, fmt.Sprint(size)})
 	}
 	n := len(live)
-	e.finding("the 80 ms dependency delivers about 12.5 calls/s per bulkhead slot (1000 ms ÷ 80 ms) up to bulkhead %d; beyond it the machine, not the bulkhead, is the limit", linearUpTo)
+	last := ratio(live[n-1], float64(sizes[n-1]))
+	if linearUpTo == sizes[n-1] {
+		e.finding("live calls grow linearly with the bulkhead across the whole sweep: %.1f calls/s per slot at bulkhead 1, %.1f at %d (ideal 12.5 = 1000 ms ÷ 80 ms; each call took %.0f ms: the simulator's 80 ms plus the wait for a CPU)",
+			firstSlot, last, sizes[n-1], 1000/last)
+	} else {
+		e.finding("live calls grow linearly with the bulkhead (per slot ≥ 80 %% of bulkhead 1's %.1f calls/s; ideal 12.5 = 1000 ms ÷ 80 ms) up to bulkhead %d; beyond it the machine, not the bulkhead, is the limit (%.1f per slot at %d)",
+			firstSlot, linearUpTo, last, sizes[n-1])
+	}
 	e.finding("bulkhead %d → %d: live calls/s %.0f → %.0f (%.2f×), P99 of full pages %.0f → %.0f ms",
 		sizes[0], sizes[n-1], live[0], live[n-1], ratio(live[n-1], live[0]), p99full[0], p99full[n-1])
 	return e.plot("experiment-bulkhead-sweep.svg", chart{
@@ -94,36 +111,47 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 }
 
 func queueSweep(ctx context.Context, e *experiment) error {
-	queues := []int{0, 5, 50}
+	queues := []int{0, 5, 50, 50}
 	const bulkhead = 8
 	p := e.stepPlan(200, time.Second, 5*time.Second)
 	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh service and simulator; inventory 80 ms with 1 %% errors behind a bulkhead of %d (queued calls wait at most the 600 ms sub-budget), the others 5 ms",
 		p.mode(), p.Warmup, p.Duration, bulkhead)
-	e.report.Columns = []string{"queue", "pages/s", "inventory live/s", "live", "rejected", "P50 full ms", "P99 full ms", "P99 all ms"}
+	e.report.Columns = []string{"queue", "pages/s", "inventory live/s", "live", "rejected", "timed out", "short-circuited", "P50 full ms", "P99 full ms", "P99 all ms"}
 	var lives, p99s []float64
-	for _, q := range queues {
+	for i, q := range queues {
+		label := fmt.Sprint(q)
+		noBreaker := i == len(queues)-1 // the last step repeats the deepest queue with the breaker off
+		if noBreaker {
+			label += ", breaker off"
+		}
 		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
 			d.Inventory.Bulkhead.MaxConcurrent, d.Inventory.Bulkhead.MaxQueue = bulkhead, q
 			onlyInventoryLimits(d, p.Concurrency)
+			if noBreaker {
+				breakerOff(&d.Inventory)
+			}
 		}, 0)
 		if err != nil {
 			return err
 		}
-		s, _ := e.measure(ctx, fmt.Sprintf("queue %d", q), st.url, p, nil)
+		s, _ := e.measure(ctx, "queue "+label, st.url, p, nil)
 		st.stop()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		liveS := perSec(s.Live("inventory"), s)
 		rejected := ratio(float64(s.Reasons["inventory"]["REJECTED"]), float64(s.Requests))
-		e.row(fmt.Sprint(q), f0(s.RPS), f1(liveS), pc(ratio(float64(s.Live("inventory")), float64(s.Requests))), pc(rejected),
-			f1(s.LatencyFull.P50), f1(s.LatencyFull.P99), f1(s.Latency.P99))
-		e.step(fmt.Sprintf("queue %d", q), s, map[string]float64{"inventory_live_per_s": liveS, "rejected_ratio": rejected})
+		why := s.Reasons["inventory"]
+		share := func(reason string) string { return pc(ratio(float64(why[reason]), float64(s.Requests))) }
+		e.row(label, f0(s.RPS), f1(liveS), pc(ratio(float64(s.Live("inventory")), float64(s.Requests))), share("REJECTED"),
+			share("TIMEOUT"), share("SHORT_CIRCUITED"), f1(s.LatencyFull.P50), f1(s.LatencyFull.P99), f1(s.Latency.P99))
+		e.step("queue "+label, s, map[string]float64{"inventory_live_per_s": liveS, "rejected_ratio": rejected})
 		lives, p99s = append(lives, liveS), append(p99s, s.LatencyFull.P99)
 	}
-	n := len(queues)
-	e.finding("queue %d → %d: live inventory calls/s %.0f → %.0f (%.2f×, the bulkhead's %d slots ÷ 80 ms = 100/s), P99 of full pages %.0f → %.0f ms (%.1f×): a queue buys latency, not throughput",
-		queues[0], queues[n-1], lives[0], lives[n-1], ratio(lives[n-1], lives[0]), bulkhead, p99s[0], p99s[n-1], ratio(p99s[n-1], p99s[0]))
+	e.finding("queue 0 → 5: live inventory calls/s %.0f → %.0f (%.2f×; at most the bulkhead's %d slots ÷ 80 ms = 100/s), P99 of full pages %.0f → %.0f ms (%.1f×): a queue buys latency, not throughput",
+		lives[0], lives[1], ratio(lives[1], lives[0]), bulkhead, p99s[0], p99s[1], ratio(p99s[1], p99s[0]))
+	e.finding("queue 50: %.0f live calls/s, P99 of full pages %.0f ms; with the breaker off %.0f/s and %.0f ms. A queue longer than rate × (sub-budget − call time) makes queued calls time out, and with the breaker on the timeouts open it",
+		lives[2], p99s[2], lives[3], p99s[3])
 	return nil
 }
 
@@ -135,7 +163,7 @@ func hang(ctx context.Context, e *experiment) error {
 	hanging := studyShape()
 	hanging.faults[sim.ServiceLogistics] = sim.Fault{Hang: true}
 	delete(hanging.stalls, sim.ServiceLogistics)
-	noBreaker := func(d *config.Dependencies) { d.Logistics.Breaker.ErrorPercent = 100 }
+	noBreaker := func(d *config.Dependencies) { breakerOff(&d.Logistics) }
 	steps := []struct {
 		name, state string
 		kind        string
@@ -172,7 +200,11 @@ func hang(ctx context.Context, e *experiment) error {
 		good["orderagg/hanging"], ratio(good["orderagg/hanging"], good["orderagg/healthy"]), good["orderagg/healthy"])
 	e.finding("with the breaker off (sub-budget and bulkhead only) orderagg serves %.1f good pages/s, %.2f× healthy: every page waits logistics' 500 ms sub-budget",
 		good["orderagg, breaker off/hanging"], ratio(good["orderagg, breaker off/hanging"], good["orderagg/healthy"]))
-	e.finding("hanging, orderagg vs floor: %.0f× the good pages", ratio(good["orderagg/hanging"], good["floor/hanging"]))
+	if fl := good["floor/hanging"]; fl > 0 {
+		e.finding("hanging, orderagg vs floor: %.0f× the good pages", ratio(good["orderagg/hanging"], fl))
+	} else {
+		e.finding("hanging, orderagg vs floor: %.1f good pages/s against none", good["orderagg/hanging"])
+	}
 	return nil
 }
 
@@ -204,7 +236,6 @@ func retryStorm(ctx context.Context, e *experiment) error {
 	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh aggregator and simulator; inventory 80 ms failing 50 %% (HTTP 500), the others as in the study; attempts = inventory requests the simulator received ÷ pages requested (warm-up included on both sides)",
 		p.mode(), p.Warmup, p.Duration)
 	e.report.Columns = []string{"aggregator", "retries", "pages/s", "inventory attempts/request", "inventory live", "P50 ms", "P99 ms"}
-	breakerOff := func(d *config.Dependencies) { d.Inventory.Breaker.ErrorPercent = 100 }
 	steps := []struct {
 		name, retries string
 		kind          string
@@ -214,16 +245,16 @@ func retryStorm(ctx context.Context, e *experiment) error {
 		{"floor", "none", kindFloor, 1, nil},
 		{"floor", "naive: 3 attempts, at once", kindFloor, 3, nil},
 		{"orderagg", "defaults: 2 attempts, budget 20 %, breaker", kindOrderagg, 0, nil},
+		{"orderagg", "2 attempts, budget 20 %, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
+			breakerOff(&d.Inventory)
+		}},
 		{"orderagg", "3 attempts, budget 20 %, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
 			d.Inventory.Retry.MaxAttempts = 3
-			breakerOff(d)
+			breakerOff(&d.Inventory)
 		}},
-		{"orderagg", "3 attempts, no budget (100 %), breaker", kindOrderagg, 0, func(d *config.Dependencies) {
+		{"orderagg", "3 attempts, no budget (100 %), breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
 			d.Inventory.Retry.MaxAttempts, d.Inventory.Retry.BudgetPercent = 3, 100
-		}},
-		{"orderagg", "3 attempts, no budget, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
-			d.Inventory.Retry.MaxAttempts, d.Inventory.Retry.BudgetPercent = 3, 100
-			breakerOff(d)
+			breakerOff(&d.Inventory)
 		}},
 	}
 	attempts := map[string]float64{}
@@ -253,11 +284,13 @@ func retryStorm(ctx context.Context, e *experiment) error {
 	}
 	naive := attempts["floor, naive: 3 attempts, at once"]
 	def := attempts["orderagg, defaults: 2 attempts, budget 20 %, breaker"]
-	budget := attempts["orderagg, 3 attempts, budget 20 %, breaker off"]
-	e.finding("physical attempts per request on the failing dependency: naive 3× retries %.2f (theory 1 + 0.5 + 0.25 = 1.75), orderagg's defaults %.2f (%.1f× fewer), the retry budget alone with 3 attempts and no breaker %.2f",
-		naive, def, ratio(naive, def), budget)
-	e.finding("orderagg with 3 attempts and the budget lifted: %.2f with its breaker, %.2f without: the budget, not the attempt count, is what bounds the storm",
-		attempts["orderagg, 3 attempts, no budget (100 %), breaker"], attempts["orderagg, 3 attempts, no budget, breaker off"])
+	two := attempts["orderagg, 2 attempts, budget 20 %, breaker off"]
+	three := attempts["orderagg, 3 attempts, budget 20 %, breaker off"]
+	unbounded := attempts["orderagg, 3 attempts, no budget (100 %), breaker off"]
+	e.finding("physical attempts per request on the failing dependency: naive 3× retries %.2f (theory 1 + 0.5 + 0.25 = 1.75); orderagg's retry budget (20 %% of calls, breaker off) %.2f with 2 attempts and %.2f with 3 — %.1f× fewer than naive; the same 3 attempts with the budget lifted %.2f",
+		naive, two, three, ratio(naive, three), unbounded)
+	e.finding("orderagg's defaults, breaker on: %.2f attempts per request; 50 %% failures sits exactly on the breaker's 50 %% threshold, so whether and when it opens (and short-circuits nearly every call) varies from run to run",
+		def)
 	return nil
 }
 
@@ -265,7 +298,7 @@ func floorCost(ctx context.Context, e *experiment) error {
 	p := e.stepPlan(16, time.Second, 4*time.Second)
 	const rounds = 3
 	e.report.Load = fmt.Sprintf("%s; both aggregators in front of one simulator with zero latency, measured in alternation (A B, B A, A B), %d rounds of %s warm-up + %s each", p.mode(), rounds, p.Warmup, p.Duration)
-	e.report.Columns = []string{"aggregator", "requests", "req/s", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "max ms"}
+	e.report.Columns = []string{"aggregator", "requests", "req/s", "CPU µs/request", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "max ms"}
 	s, err := startSim(uniformShape(sim.Fault{}))
 	if err != nil {
 		return err
@@ -284,6 +317,7 @@ func floorCost(ctx context.Context, e *experiment) error {
 
 	recs := map[string]*recorder{kindOrderagg: newRecorder(), kindFloor: newRecorder()}
 	window := map[string]time.Duration{}
+	cpu, sent := map[string]time.Duration{}, map[string]int64{}
 	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
 	var roundRatios []string
 	for r := range rounds {
@@ -300,23 +334,31 @@ func floorCost(ctx context.Context, e *experiment) error {
 			}
 			recs[kind].mergeFrom(rec)
 			window[kind] += st.Window
+			cpu[kind] += st.CPU
+			sent[kind] += st.Sent
 			rps[kind] = sum.RPS
 		}
 		roundRatios = append(roundRatios, f2(ratio(rps[kindOrderagg], rps[kindFloor])))
 	}
 	sums := map[string]Summary{}
+	perReq := map[string]float64{}
 	for _, kind := range []string{kindOrderagg, kindFloor} {
 		sm := recs[kind].summary(window[kind])
 		sums[kind] = sm
 		l := sm.Latency
-		e.row(kind, fmt.Sprint(sm.Requests), f0(sm.RPS), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
-		e.step(kind, sm, nil)
+		perReq[kind] = ratio(float64(cpu[kind]/time.Microsecond), float64(sent[kind]))
+		e.row(kind, fmt.Sprint(sm.Requests), f0(sm.RPS), cpuCell(perReq[kind]), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
+		e.step(kind, sm, map[string]float64{"cpu_us_per_request": perReq[kind]})
 	}
 	a, f := sums[kindOrderagg], sums[kindFloor]
 	r := ratio(a.RPS, f.RPS)
 	d := a.Latency.P50 - f.Latency.P50
 	e.finding("throughput orderagg ÷ floor = %.2f× (target ≥ 0.85×: %s); per round %s", r, verdict(r >= 0.85), strings.Join(roundRatios, ", "))
 	e.finding("P50 orderagg − floor at saturation = %+.2f ms (target ≤ 1 ms: %s); P99 %.2f vs %.2f ms", d, verdict(d <= 1), a.Latency.P99, f.Latency.P99)
+	if perReq[kindFloor] > 0 {
+		e.finding("CPU per request, the load generator and the simulator's four answers included (the same work for both): orderagg %.0f µs, floor %.0f µs (%.2f×): orderagg spends %.0f µs more per page. On a saturated machine throughput follows CPU per request, so this ratio is the noise-robust form of the first",
+			perReq[kindOrderagg], perReq[kindFloor], ratio(perReq[kindOrderagg], perReq[kindFloor]), perReq[kindOrderagg]-perReq[kindFloor])
+	}
 
 	// At saturation a closed loop's latency is mostly queueing (Little's
 	// law: workers ÷ throughput), so it says little about what orderagg
@@ -325,13 +367,13 @@ func floorCost(ctx context.Context, e *experiment) error {
 	half.Rate = math.Max(1, math.Round(a.RPS/2))
 	p50 := map[string]float64{}
 	for _, kind := range []string{kindFloor, kindOrderagg} {
-		sm, _ := e.measure(ctx, "open loop "+kind, urls[kind], half, nil)
+		sm, st := e.measure(ctx, "open loop "+kind, urls[kind], half, nil)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		l := sm.Latency
 		name := fmt.Sprintf("%s, open loop %g req/s", kind, half.Rate)
-		e.row(name, fmt.Sprint(sm.Requests), f0(sm.RPS), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
+		e.row(name, fmt.Sprint(sm.Requests), f0(sm.RPS), cpuCell(ratio(float64(st.CPU/time.Microsecond), float64(st.Sent))), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
 		e.step(name, sm, nil)
 		p50[kind] = l.P50
 	}
@@ -339,6 +381,14 @@ func floorCost(ctx context.Context, e *experiment) error {
 	e.finding("P50 orderagg − floor at %g req/s, open loop (half of orderagg's capacity) = %+.2f ms (target ≤ 1 ms: %s)", half.Rate, hd, verdict(hd <= 1))
 	e.report.Load += fmt.Sprintf("; then each alone at half of orderagg's closed-loop throughput, open loop, %s warm-up + %s", p.Warmup, p.Duration)
 	return nil
+}
+
+// cpuCell formats CPU µs per request; 0 means it could not be measured.
+func cpuCell(us float64) string {
+	if us == 0 {
+		return "n/a"
+	}
+	return f0(us)
 }
 
 func verdict(ok bool) string {
@@ -452,8 +502,18 @@ func outage(ctx context.Context, e *experiment) error {
 	e.finding("during the hang orderagg answered %.1f good pages/s (%.0f %% of its healthy rate, logistics degraded), the floor %.1f/s (%.0f %%)",
 		goodRate[kindOrderagg][1], 100*ratio(goodRate[kindOrderagg][1], goodRate[kindOrderagg][0]),
 		goodRate[kindFloor][1], 100*ratio(goodRate[kindFloor][1], goodRate[kindFloor][0]))
-	e.finding("orderagg's per-second P99 was back under 100 ms %d s into the hang (breaker open); full pages returned %d s after logistics recovered (breaker sleep window 5 s, then a probe)",
-		firstFast, recovered)
+	switch {
+	case firstFast < 0:
+		e.finding("orderagg's per-second P99 never came back under 100 ms during the hang")
+	default:
+		e.finding("orderagg's per-second P99 was back under 100 ms %d s into the hang: until then every page waited logistics' 500 ms sub-budget, and the breaker opened only once timeouts made up half of its 10 s window", firstFast)
+	}
+	switch {
+	case recovered < 0:
+		e.finding("orderagg's full pages had not returned by the end of the run")
+	default:
+		e.finding("full pages (≥ 90 %% of a second's answers) returned %d s after logistics recovered: an open breaker waits its 5 s sleep window, then one probe closes it", recovered)
+	}
 
 	perSecond := func(tl []Second, f func(Second) float64) (xs, ys []float64) {
 		for _, s := range tl {
