@@ -15,9 +15,13 @@ import (
 // that timed out but whose work is still unwinding keeps counting: the cap
 // limits real work, not just waiting callers.
 type bulkhead struct {
-	capacity atomic.Int64
+	// inUse is written twice by every call; the fields every call only
+	// reads sit on other cache lines, so two cores do not fight over them.
 	inUse    atomic.Int64
+	_        [56]byte
+	capacity atomic.Int64
 	queued   atomic.Int64
+	_        [48]byte
 
 	mu      sync.Mutex
 	waiters []chan struct{} // FIFO; a closed channel hands its waiter a slot

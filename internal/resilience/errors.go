@@ -81,7 +81,8 @@ func (k Kind) sentinel() error {
 
 // Error is what Do returns when a call did not succeed. It carries the kind,
 // the dependency and the last underlying error (nil for rejections and short
-// circuits, where nothing was called).
+// circuits, where nothing was called). Treat it as read-only: rejections and
+// short circuits of one guard share a single value.
 type Error struct {
 	Dependency string
 	Kind       Kind

@@ -80,6 +80,10 @@ type Guard struct {
 	// The hedge delay and the typical attempt latency are read on every
 	// call; recomputing them from the histogram each time would cost more
 	// than the call, so they are refreshed at most every refreshEvery.
+	// Calls turned away for want of a slot or a closed breaker share one
+	// error each: the hot path of an overload allocates nothing.
+	errRejected, errShortCircuited *Error
+
 	statsMu   sync.Mutex
 	statsAt   atomic.Int64 // unix nanos of the last refresh
 	typical   atomic.Int64 // P50 attempt latency, ns
@@ -96,6 +100,8 @@ func New(name string, cfg Config, opts ...Option) (*Guard, error) {
 		o(g)
 	}
 	_, g.realClock = g.clock.(SystemClock)
+	g.errRejected = &Error{Dependency: name, Kind: KindRejected}
+	g.errShortCircuited = &Error{Dependency: name, Kind: KindShortCircuited}
 	if err := g.Reconfigure(cfg); err != nil {
 		return nil, err
 	}
@@ -174,11 +180,18 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 		return zero, g.refuse(ctx, s, start, KindShortCircuited, nil)
 	}
 
-	if kind, ok := g.bulkhead.acquire(ctx, &cfg.Bulkhead, g.maxWait(cfg, budget), g.clock); !ok {
-		if t.probe {
-			g.notifyState(g.breaker.onProbeDone(t, false, true, start, &cfg.Breaker))
+	// The common case takes a free slot at once; only a call that has to
+	// queue goes through acquire, and then its attempt reads the clock anew.
+	queued := false
+	if !g.bulkhead.tryAcquire() {
+		kind, ok := g.bulkhead.acquire(ctx, &cfg.Bulkhead, g.maxWait(cfg, budget), g.clock)
+		if !ok {
+			if t.probe {
+				g.notifyState(g.breaker.onProbeDone(t, false, true, start, &cfg.Breaker))
+			}
+			return zero, g.refuse(ctx, s, start, kind, ctx.Err())
 		}
-		return zero, g.refuse(ctx, s, start, kind, ctx.Err())
+		queued = true
 	}
 	defer g.bulkhead.release()
 	// The sub-budget's clock starts at admission: time spent queued counts.
@@ -206,7 +219,13 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 			v, err, kind, attempts = hedged(ctx, cctx, g, s, attempts, fn)
 		} else {
 			attempts++
-			v, err, kind = attempt(ctx, cctx, g, s, attempts, false, t, fn)
+			// The first attempt starts now: Do's reading of the clock serves
+			// unless the call queued for its slot.
+			at := time.Time{}
+			if attempts == 1 && !queued {
+				at = start
+			}
+			v, err, kind = attempt(ctx, cctx, g, s, attempts, false, t, at, fn)
 		}
 		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s) {
 			break
@@ -219,10 +238,13 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 }
 
 // attempt makes one physical call and records it.
-func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hedge bool, t ticket, fn func(context.Context) (T, error)) (T, error, Kind) {
-	start := g.clock.Now()
+// start is the clock's reading as the attempt begins, or zero to read it here.
+func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hedge bool, t ticket, start time.Time, fn func(context.Context) (T, error)) (T, error, Kind) {
+	if start.IsZero() {
+		start = g.clock.Now()
+	}
 	v, err := fn(cctx)
-	end := g.clock.Now()
+	end := g.now(start)
 	kind := classify(ctx, cctx, err)
 	lat := end.Sub(start)
 	// A call cut short by the caller tells us nothing about the dependency.
@@ -345,6 +367,16 @@ func (g *Guard) hedgeDelay(s *settings, now time.Time) time.Duration {
 	return max(time.Duration(g.hedgeWait.Load()), s.cfg.Hedge.MinDelay)
 }
 
+// now reads the clock after since. With the real clock only the monotonic
+// clock is read (time.Since), which costs half of a time.Now on some
+// virtual machines; the wall time is derived from since.
+func (g *Guard) now(since time.Time) time.Time {
+	if g.realClock {
+		return since.Add(time.Since(since))
+	}
+	return g.clock.Now()
+}
+
 // maxWait is how long a call may queue for a slot.
 func (g *Guard) maxWait(cfg *Config, budget time.Duration) time.Duration {
 	if cfg.Bulkhead.MaxWait > 0 && cfg.Bulkhead.MaxWait < budget {
@@ -360,6 +392,12 @@ func (g *Guard) refuse(ctx context.Context, s *settings, now time.Time, kind Kin
 	}
 	if g.listener != nil {
 		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Start: now, Err: cause})
+	}
+	switch {
+	case cause == nil && kind == KindRejected:
+		return g.errRejected
+	case cause == nil && kind == KindShortCircuited:
+		return g.errShortCircuited
 	}
 	return &Error{Dependency: g.name, Kind: kind, Err: cause}
 }

@@ -22,7 +22,7 @@ func hedged[T any](ctx, cctx context.Context, g *Guard, s *settings, attempts in
 	launch := func(n int, hedge bool) context.CancelCauseFunc {
 		actx, cancel := context.WithCancelCause(cctx)
 		go func() {
-			v, err, kind := attempt(ctx, actx, g, s, n, hedge, ticket{}, fn)
+			v, err, kind := attempt(ctx, actx, g, s, n, hedge, ticket{}, time.Time{}, fn)
 			if hedge {
 				g.bulkhead.release() // the hedge's own slot, taken below
 			}

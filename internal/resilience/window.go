@@ -91,13 +91,14 @@ const stripes = 4
 
 type stripe struct {
 	counts [numCounters]atomic.Int64
+	hist   [numBins]atomic.Uint32
 	_      [64]byte // keep neighbouring stripes off this cache line
 }
 
 type bucket struct {
 	epoch   atomic.Int64 // which bucket-interval since the Unix epoch this holds
+	_       [56]byte     // read by every call: keep it off stripe 0's line
 	stripes [stripes]stripe
-	hist    [numBins]atomic.Uint32
 }
 
 // window is a rolling time window of outcome counts and latencies, cut into
@@ -134,9 +135,9 @@ func (w *window) rotate(b *bucket, idx int64) {
 		for c := range b.stripes[s].counts {
 			b.stripes[s].counts[c].Store(0)
 		}
-	}
-	for i := range b.hist {
-		b.hist[i].Store(0)
+		for i := range b.stripes[s].hist {
+			b.stripes[s].hist[i].Store(0)
+		}
 	}
 	b.epoch.Store(idx)
 }
@@ -154,7 +155,7 @@ func (w *window) record(now time.Time, c counter, slow bool, latency time.Durati
 	if slow {
 		s.counts[cSlow].Add(1)
 	}
-	b.hist[binOf(latency)].Add(1)
+	s.hist[binOf(latency)].Add(1)
 }
 
 // live reports whether bucket b belongs to the window ending at now and
@@ -201,10 +202,12 @@ func (w *window) histogram(now time.Time) *histogram {
 		if !w.live(b, nowIdx, 0) {
 			continue
 		}
-		for j := range h.bins {
-			n := int64(b.hist[j].Load())
-			h.bins[j] += n
-			h.total += n
+		for st := range b.stripes {
+			for j := range h.bins {
+				n := int64(b.stripes[st].hist[j].Load())
+				h.bins[j] += n
+				h.total += n
+			}
 		}
 	}
 	return h
