@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
@@ -97,6 +98,9 @@ type Machine struct {
 	// (the ratios much less), and the scenario itself adds about 2.
 	LoadAvg    string `json:"loadavg"`
 	LoadAvgEnd string `json:"loadavg_end"`
+	// Revision is the commit the binary was built from ("+modified" when
+	// the tree had changes), so figures can be tied to the code measured.
+	Revision string `json:"revision"`
 }
 
 func machine() Machine {
@@ -112,6 +116,27 @@ func machine() Machine {
 		f.Close()
 	}
 	m.LoadAvg = loadAvg()
+	m.Revision = "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, modified string
+		for _, kv := range bi.Settings {
+			switch kv.Key {
+			case "vcs.revision":
+				rev = kv.Value
+			case "vcs.modified":
+				modified = kv.Value
+			}
+		}
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		if rev != "" {
+			m.Revision = rev
+			if modified == "true" {
+				m.Revision += "+modified"
+			}
+		}
+	}
 	return m
 }
 
@@ -249,6 +274,9 @@ func writeReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "scenario  %s: %s\n", r.Scenario, r.About)
 	fmt.Fprintf(w, "command   %s\n", r.Command)
 	fmt.Fprintf(w, "machine   %d CPU (%s), GOMAXPROCS %d, %s, load average %s at start, %s at the end\n", m.NumCPU, m.CPU, m.GOMAXPROCS, m.Go, m.LoadAvg, m.LoadAvgEnd)
+	if m.Revision != "unknown" {
+		fmt.Fprintf(w, "code      revision %s\n", m.Revision)
+	}
 	fmt.Fprintf(w, "load      %s\n\n", r.Load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, strings.Join(r.Columns, "\t")+"\t")

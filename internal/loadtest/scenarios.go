@@ -150,8 +150,13 @@ func queueSweep(ctx context.Context, e *experiment) error {
 	}
 	e.finding("queue 0 → 5: live inventory calls/s %.0f → %.0f (%.2f×; at most the bulkhead's %d slots ÷ 80 ms = 100/s), P99 of full pages %.0f → %.0f ms (%.1f×): a queue buys latency, not throughput",
 		lives[0], lives[1], ratio(lives[1], lives[0]), bulkhead, p99s[0], p99s[1], ratio(p99s[1], p99s[0]))
-	e.finding("queue 50: %.0f live calls/s, P99 of full pages %.0f ms; with the breaker off %.0f/s and %.0f ms. A queue longer than rate × (sub-budget − call time) makes queued calls time out, and with the breaker on the timeouts open it",
-		lives[2], p99s[2], lives[3], p99s[3])
+	if lives[2] == 0 {
+		e.finding("queue 50, breaker on: no inventory call answered live; queued calls outwaited their sub-budget, the timeouts opened the breaker and every call was short-circuited")
+	} else {
+		e.finding("queue 50, breaker on: %.0f live calls/s, P99 of full pages %.0f ms", lives[2], p99s[2])
+	}
+	e.finding("queue 50, breaker off: %.0f live calls/s (%.2f× queue 0), P99 of full pages %.0f ms (%.1f×): a queue longer than rate × (sub-budget − call time) makes queued calls time out, spending slots on answers nobody waits for",
+		lives[3], ratio(lives[3], lives[0]), p99s[3], ratio(p99s[3], p99s[0]))
 	return nil
 }
 
@@ -532,12 +537,12 @@ func outage(ctx context.Context, e *experiment) error {
 		XLabel: "seconds since start (by the second each answer arrived)",
 		Panels: []panel{
 			{Title: "Good answers (HTTP 200) per second", YLabel: "answers/s", Shade: shade, ShadeLabel: "logistics hangs", Series: []series{
-				{Name: "orderagg: all 200s", X: ax, Y: aGood},
-				{Name: "orderagg: full pages", X: ax, Y: aFull, Dashed: true},
-				{Name: "floor: all 200s", X: fx, Y: fGood},
+				{Name: "orderagg: all 200s", X: ax, Y: aGood, Color: palette[0]},
+				{Name: "floor: all 200s", X: fx, Y: fGood, Color: palette[2]},
+				{Name: "orderagg: full pages (every section live)", X: ax, Y: aFull, Dashed: true, Color: palette[1]},
 			}},
 			{Title: "Latency P99 per second", YLabel: "ms", Shade: shade, Series: []series{
-				{Name: "orderagg", X: ax, Y: aP99},
+				{Name: "orderagg", X: ax, Y: aP99, Color: palette[0]},
 				{Name: "floor", X: fx, Y: fP99, Color: palette[2]},
 			}},
 		},
