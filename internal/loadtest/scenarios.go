@@ -304,21 +304,11 @@ func floorCost(ctx context.Context, e *experiment) error {
 	const rounds = 3
 	e.report.Load = fmt.Sprintf("%s; both aggregators in front of one simulator with zero latency, measured in alternation (A B, B A, A B), %d rounds of %s warm-up + %s each", p.mode(), rounds, p.Warmup, p.Duration)
 	e.report.Columns = []string{"aggregator", "requests", "req/s", "CPU µs/request", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "max ms"}
-	s, err := startSim(uniformShape(sim.Fault{}))
+	_, aggURL, floorURL, stop, err := e.startPair(ctx, uniformShape(sim.Fault{}))
 	if err != nil {
 		return err
 	}
-	defer s.stop()
-	aggURL, stopAgg, err := startService(ctx, s.url, e.o.RedisURL, nil)
-	if err != nil {
-		return err
-	}
-	defer stopAgg()
-	floorURL, stopFloor, err := startFloor(s.url, 1)
-	if err != nil {
-		return err
-	}
-	defer stopFloor()
+	defer stop()
 
 	recs := map[string]*recorder{kindOrderagg: newRecorder(), kindFloor: newRecorder()}
 	window := map[string]time.Duration{}
@@ -416,21 +406,11 @@ func outage(ctx context.Context, e *experiment) error {
 	e.report.Load = fmt.Sprintf("open loop, %g req/s to each aggregator at once, both in front of one simulator (every service 5 ms); logistics healthy %s, hanging %s, healthy %s; figures by the second the answer arrived",
 		rate, phase, phase, phase)
 	e.report.Columns = []string{"aggregator", "phase", "good/s", "full pages", "failed", "P50 ms", "P99 ms", "max ms"}
-	s, err := startSim(uniformShape(profileFast))
+	s, aggURL, floorURL, stop, err := e.startPair(ctx, uniformShape(profileFast))
 	if err != nil {
 		return err
 	}
-	defer s.stop()
-	aggURL, stopAgg, err := startService(ctx, s.url, e.o.RedisURL, nil)
-	if err != nil {
-		return err
-	}
-	defer stopAgg()
-	floorURL, stopFloor, err := startFloor(s.url, 1)
-	if err != nil {
-		return err
-	}
-	defer stopFloor()
+	defer stop()
 
 	origin := time.Now()
 	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin)}
@@ -547,4 +527,24 @@ func outage(ctx context.Context, e *experiment) error {
 			}},
 		},
 	})
+}
+
+// startPair starts a simulator of the given shape with orderagg and the bare
+// floor (one attempt per call) both in front of it; stop ends all three.
+func (e *experiment) startPair(ctx context.Context, sh shape) (s *simStack, aggURL, floorURL string, stop func(), err error) {
+	if s, err = startSim(sh); err != nil {
+		return nil, "", "", nil, err
+	}
+	aggURL, stopAgg, err := startService(ctx, s.url, e.o.RedisURL, nil)
+	if err != nil {
+		s.stop()
+		return nil, "", "", nil, err
+	}
+	floorURL, stopFloor, err := startFloor(s.url, 1)
+	if err != nil {
+		stopAgg()
+		s.stop()
+		return nil, "", "", nil, err
+	}
+	return s, aggURL, floorURL, func() { stopFloor(); stopAgg(); s.stop() }, nil
 }
