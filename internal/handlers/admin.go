@@ -1,13 +1,14 @@
 package handlers
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -89,7 +90,7 @@ func (a *admin) force(c echo.Context) error {
 	var req struct {
 		Force *string `json:"force"`
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.Force == nil || dec.More() {
 		return badRequest(`body must be {"force":"open"|"closed"|"none"}`)
@@ -114,7 +115,7 @@ func (a *admin) force(c echo.Context) error {
 
 func (a *admin) controlError(dep string, err error) error {
 	if errors.Is(err, ErrUnknownDependency) {
-		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "unknown dependency " + strconvQuote(dep)}
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "unknown dependency " + strconv.Quote(dep)}
 	}
 	return badRequest(err.Error())
 }
@@ -132,9 +133,4 @@ func readBody(c echo.Context) ([]byte, error) {
 
 func badRequest(msg string) error {
 	return &APIError{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: msg}
-}
-
-func strconvQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

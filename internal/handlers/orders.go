@@ -123,6 +123,11 @@ func encodePage(buf *bytes.Buffer, p *orderdetail.Page) error {
 			buf.WriteString(s.AsOf.UTC().Format(time.RFC3339Nano))
 			buf.WriteByte('"')
 		}
+		if s.BodyKey != "" {
+			buf.WriteString(`,"`)
+			buf.WriteString(s.BodyKey)
+			buf.WriteString(`":`)
+		}
 		start := buf.Len()
 		if err := enc.Encode(s.Body); err != nil {
 			return err
@@ -131,9 +136,7 @@ func encodePage(buf *bytes.Buffer, p *orderdetail.Page) error {
 		body := buf.Bytes()[start:]
 		switch {
 		case s.BodyKey != "":
-			nested := append([]byte(`,"`+s.BodyKey+`":`), body...)
-			buf.Truncate(start)
-			buf.Write(nested)
+			// Nested: already in place.
 		case len(body) > 2 && body[0] == '{':
 			// Splice the body's fields in beside source and degraded.
 			body[0] = ','

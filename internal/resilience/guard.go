@@ -305,7 +305,7 @@ func classify(ctx, cctx context.Context, err error) Kind {
 // not open, the retry budget over the window has room, and the remaining
 // sub-budget can hold a backoff plus a typical attempt. It waits the backoff.
 func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
-	if g.breaker.reported() != StateClosed && g.breaker.reported() != StateForcedClosed {
+	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
 		return false
 	}
 	now := g.clock.Now()
