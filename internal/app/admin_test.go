@@ -128,7 +128,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 
 func TestOverloadIsShedAtOnce(t *testing.T) {
 	s, _ := startService(t, []string{"--max-inflight", "2"}, func(c *config.Serve) {
-		c.Dependencies.Order.Timeout = time.Second
+		c.Dependencies.Update("order", func(x *config.Dependency) { x.Timeout = time.Second })
 	})
 	s.fault("order", `{"latency_ms":400}`)
 	var wg sync.WaitGroup

@@ -36,8 +36,8 @@ func TestDashboardEndToEnd(t *testing.T) {
 	}
 
 	s, _ := startService(t, nil, func(c *config.Serve) {
-		c.Dependencies.Logistics.Breaker.MinRequests = 5
-		c.Dependencies.Logistics.Breaker.SleepWindow = time.Minute // stays open once open
+		c.Dependencies.Update("logistics", func(x *config.Dependency) { x.Breaker.MinRequests = 5 })
+		c.Dependencies.Update("logistics", func(x *config.Dependency) { x.Breaker.SleepWindow = time.Minute }) // stays open once open
 	})
 	// A visitor's worth of traffic: 25 pages a second until the test ends.
 	ctx, stopTraffic := context.WithCancel(context.Background())

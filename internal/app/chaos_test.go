@@ -45,13 +45,13 @@ func TestChaos(t *testing.T) {
 	s, _ := startService(t, []string{"--redis-url", "redis://" + proxy.addr() + "/0"}, func(c *config.Serve) {
 		c.Deadline = deadline
 		c.Reserve = 100 * time.Millisecond
-		c.Dependencies.Order.Timeout = 400 * time.Millisecond
-		c.Dependencies.Inventory.Timeout = 250 * time.Millisecond
-		c.Dependencies.Coupon.Timeout = 150 * time.Millisecond
-		c.Dependencies.Logistics.Timeout = 200 * time.Millisecond
-		c.Dependencies.Order.Breaker.SleepWindow = time.Second
-		c.Dependencies.Logistics.Breaker.SleepWindow = time.Second
-		c.Dependencies.Cache.Breaker.SleepWindow = time.Second
+		c.Dependencies.Update("order", func(x *config.Dependency) { x.Timeout = 400 * time.Millisecond })
+		c.Dependencies.Update("inventory", func(x *config.Dependency) { x.Timeout = 250 * time.Millisecond })
+		c.Dependencies.Update("coupon", func(x *config.Dependency) { x.Timeout = 150 * time.Millisecond })
+		c.Dependencies.Update("logistics", func(x *config.Dependency) { x.Timeout = 200 * time.Millisecond })
+		c.Dependencies.Update("order", func(x *config.Dependency) { x.Breaker.SleepWindow = time.Second })
+		c.Dependencies.Update("logistics", func(x *config.Dependency) { x.Breaker.SleepWindow = time.Second })
+		c.Dependencies.Update("cache", func(x *config.Dependency) { x.Breaker.SleepWindow = time.Second })
 	})
 	maxAge := map[string]time.Duration{"order": 24 * time.Hour, "inventory": time.Minute, "coupons": 5 * time.Minute, "logistics": 30 * time.Minute}
 

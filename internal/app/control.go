@@ -51,7 +51,7 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	}
 	before, _ := c.deps.Get(dep)
 	after, _ := next.Get(dep)
-	if err := c.applyLocked(dep, *after); err != nil {
+	if err := c.applyLocked(dep, after); err != nil {
 		return nil, err
 	}
 	c.logger.Info("settings changed", "source", "admin", "dependency", dep,
@@ -71,7 +71,7 @@ func (c *control) Reload(next config.Dependencies) error {
 	for _, name := range next.Names() {
 		before, _ := c.deps.Get(name)
 		after, _ := next.Get(name)
-		if err := c.applyLocked(name, *after); err != nil {
+		if err := c.applyLocked(name, after); err != nil {
 			return err // validated above: this cannot happen short of a bug
 		}
 		c.logger.Info("settings reloaded", "source", "config", "dependency", name,

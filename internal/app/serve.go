@@ -25,6 +25,7 @@ import (
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
 	"github.com/orderagg/orderagg/internal/status"
@@ -94,7 +95,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		closers.push("simulators", srv.Shutdown)
 		simAddr = addr
 		base := "http://" + addr
-		cfg.OrderURL, cfg.InventoryURL, cfg.CouponURL, cfg.LogisticsURL = base, base, base, base
+		cfg.URLs = config.SameURL(base)
 		logger.Info("embedded demo mode: simulated downstreams in-process",
 			"sim_addr", addr,
 			"inject_fault", fmt.Sprintf(`curl -X PUT %s/faults/logistics -d '{"hang":true}'`, base),
@@ -130,23 +131,34 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		return err
 	}
 
-	clients, err := newClients(cfg, tel.WrapTransport)
-	if err != nil {
-		return err
-	}
-	closers.push("downstream clients", func(context.Context) error { clients.Close(); return nil })
-
+	// The page's sections, one per registered downstream, in page order.
 	deps := cfg.Dependencies
-	core := orderdetail.NewCore(guards[config.NameOrder], deps.Order.CacheMaxAge, clients.Order)
-	sections := map[string]orderdetail.Dependency{
-		config.NameOrder:     core,
-		config.NameInventory: orderdetail.NewSection("inventory", guards[config.NameInventory], deps.Inventory.CacheMaxAge, clients.Inventory.GetInventory, orderdetail.UnknownInventory),
-		config.NameCoupon:    orderdetail.NewSection("coupons", guards[config.NameCoupon], deps.Coupon.CacheMaxAge, clients.Coupon.GetCoupons, orderdetail.NoCoupons),
-		config.NameLogistics: orderdetail.NewSection("logistics", guards[config.NameLogistics], deps.Logistics.CacheMaxAge, clients.Logistics.GetLogistics, orderdetail.UnknownLogistics),
+	sections := map[string]orderdetail.Dependency{}
+	var core orderdetail.Dependency
+	var rest []orderdetail.Dependency
+	for _, ds := range registry.Downstreams() {
+		d, _ := deps.Get(ds.Name)
+		section, closeClient, err := ds.Build(downstream.Config{
+			BaseURL: cfg.URLs[ds.Name],
+			// Twice the bulkhead: room for hedges and for connections
+			// still closing.
+			MaxConns:      2 * d.Bulkhead.MaxConcurrent,
+			WrapTransport: tel.WrapTransport,
+		}, guards[ds.Name], d.CacheMaxAge)
+		if err != nil {
+			return fmt.Errorf("--%s-url: %w", ds.Name, err)
+		}
+		closers.push(ds.Name+" client", func(context.Context) error { closeClient(); return nil })
+		sections[ds.Name] = section
+		if ds.Core {
+			core = section
+		} else {
+			rest = append(rest, section)
+		}
 	}
 	agg, err := orderdetail.New(orderdetail.Config{
 		Core:       core,
-		Sections:   []orderdetail.Dependency{sections[config.NameInventory], sections[config.NameCoupon], sections[config.NameLogistics]},
+		Sections:   rest,
 		Store:      store,
 		CacheGuard: guards[config.NameCache],
 		Reserve:    cfg.Reserve,
@@ -235,44 +247,6 @@ func reload(cfg config.Serve, ctl *control, logger *slog.Logger) {
 		return
 	}
 	logger.Info("config reloaded", "file", cfg.ConfigFile)
-}
-
-type clientSet struct {
-	Order     *downstream.OrderClient
-	Inventory *downstream.InventoryClient
-	Coupon    *downstream.CouponClient
-	Logistics *downstream.LogisticsClient
-}
-
-func (c *clientSet) Close() {
-	c.Order.Close()
-	c.Inventory.Close()
-	c.Coupon.Close()
-	c.Logistics.Close()
-}
-
-// newClients builds one client per downstream, each with a connection pool
-// of twice its bulkhead (room for hedges and for connections still closing).
-func newClients(cfg config.Serve, wrap func(string, http.RoundTripper) http.RoundTripper) (*clientSet, error) {
-	d := cfg.Dependencies
-	conf := func(url string, dep config.Dependency) downstream.Config {
-		return downstream.Config{BaseURL: url, MaxConns: 2 * dep.Bulkhead.MaxConcurrent, WrapTransport: wrap}
-	}
-	var c clientSet
-	var err error
-	if c.Order, err = downstream.NewOrderClient(conf(cfg.OrderURL, d.Order)); err != nil {
-		return nil, fmt.Errorf("--order-url: %w", err)
-	}
-	if c.Inventory, err = downstream.NewInventoryClient(conf(cfg.InventoryURL, d.Inventory)); err != nil {
-		return nil, fmt.Errorf("--inventory-url: %w", err)
-	}
-	if c.Coupon, err = downstream.NewCouponClient(conf(cfg.CouponURL, d.Coupon)); err != nil {
-		return nil, fmt.Errorf("--coupon-url: %w", err)
-	}
-	if c.Logistics, err = downstream.NewLogisticsClient(conf(cfg.LogisticsURL, d.Logistics)); err != nil {
-		return nil, fmt.Errorf("--logistics-url: %w", err)
-	}
-	return &c, nil
 }
 
 // RunSim serves the four simulated downstreams until ctx ends.

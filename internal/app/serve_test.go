@@ -165,10 +165,10 @@ func errCode(a answer) string {
 func shortBudgets(cfg *config.Serve) {
 	cfg.Deadline = 300 * time.Millisecond
 	cfg.Reserve = 40 * time.Millisecond
-	cfg.Dependencies.Order.Timeout = 200 * time.Millisecond
-	cfg.Dependencies.Inventory.Timeout = 120 * time.Millisecond
-	cfg.Dependencies.Coupon.Timeout = 100 * time.Millisecond
-	cfg.Dependencies.Logistics.Timeout = 120 * time.Millisecond
+	cfg.Dependencies.Update("order", func(x *config.Dependency) { x.Timeout = 200 * time.Millisecond })
+	cfg.Dependencies.Update("inventory", func(x *config.Dependency) { x.Timeout = 120 * time.Millisecond })
+	cfg.Dependencies.Update("coupon", func(x *config.Dependency) { x.Timeout = 100 * time.Millisecond })
+	cfg.Dependencies.Update("logistics", func(x *config.Dependency) { x.Timeout = 120 * time.Millisecond })
 }
 
 func TestHealthyAnswer(t *testing.T) {

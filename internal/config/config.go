@@ -19,6 +19,8 @@ import (
 	"log/slog"
 	"net/url"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/registry"
 )
 
 // Serve is the configuration of `orderagg serve`.
@@ -29,11 +31,13 @@ type Serve struct {
 	// ready log line says which).
 	Addr string
 
-	// OrderURL, InventoryURL, CouponURL and LogisticsURL are the downstreams'
-	// base URLs (http or https). All empty, the default, means the simulators
-	// run in-process (embedded demo mode); some but not all set is an error,
-	// because a half-real, half-simulated page would be misleading.
-	OrderURL, InventoryURL, CouponURL, LogisticsURL string
+	// URLs are the downstreams' base URLs (http or https), by registered
+	// name (--order-url sets URLs["order"]). All empty, the default, means
+	// the simulators run in-process (embedded demo mode); some but not all
+	// set is an error, because a half-real, half-simulated page would be
+	// misleading. Copies of a Serve share the map: replace it, never change
+	// it in place.
+	URLs map[string]string
 
 	// RedisURL (redis:// or rediss://) is the last-good cache. Empty, the
 	// default, means an embedded in-process server: fine for a demo, but
@@ -90,13 +94,29 @@ func DefaultServe() Serve {
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
 		Dependencies:    DefaultDependencies(),
+		URLs:            map[string]string{},
 	}
 }
 
 // EmbeddedDownstreams reports whether the simulators must run in-process:
 // no downstream URL is set (ParseServe has made sure it is all or none).
 func (s Serve) EmbeddedDownstreams() bool {
-	return s.OrderURL == "" && s.InventoryURL == "" && s.CouponURL == "" && s.LogisticsURL == ""
+	for _, u := range s.URLs {
+		if u != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// SameURL returns URLs with every registered downstream at base, as one
+// `orderagg sim` serves them all.
+func SameURL(base string) map[string]string {
+	out := make(map[string]string)
+	for _, name := range registry.Names() {
+		out[name] = base
+	}
+	return out
 }
 
 // SlogLevel is LogLevel as a slog.Level.
@@ -133,12 +153,11 @@ func (s Serve) LogValue() slog.Value {
 	if s.AdminToken != "" {
 		token = "REDACTED"
 	}
-	return slog.GroupValue(
-		slog.String("addr", s.Addr),
-		slog.String("order_url", redactURL(s.OrderURL)),
-		slog.String("inventory_url", redactURL(s.InventoryURL)),
-		slog.String("coupon_url", redactURL(s.CouponURL)),
-		slog.String("logistics_url", redactURL(s.LogisticsURL)),
+	attrs := []slog.Attr{slog.String("addr", s.Addr)}
+	for _, name := range registry.Names() {
+		attrs = append(attrs, slog.String(name+"_url", redactURL(s.URLs[name])))
+	}
+	return slog.GroupValue(append(attrs,
 		slog.String("redis_url", redactURL(s.RedisURL)),
 		slog.Duration("deadline", s.Deadline),
 		slog.Duration("reserve", s.Reserve),
@@ -148,7 +167,7 @@ func (s Serve) LogValue() slog.Value {
 		slog.String("admin_token", token),
 		slog.Duration("shutdown_timeout", s.ShutdownTimeout),
 		slog.String("log_level", s.LogLevel),
-	)
+	)...)
 }
 
 // Sim is the configuration of `orderagg sim`.

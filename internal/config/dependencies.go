@@ -3,9 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -19,105 +22,90 @@ type Dependency struct {
 	// CacheMaxAge is how old a last-good answer may be when it is served in
 	// place of a failed live call; older entries are treated as missing and
 	// the section falls back to its semantic default. It must be positive for
-	// the four downstreams and is not allowed for "cache" (the last-good store
+	// every downstream and is not allowed for "cache" (the last-good store
 	// itself has no last-good answer).
 	CacheMaxAge time.Duration `yaml:"cache_max_age" json:"cache_max_age"`
 }
 
-// Dependencies holds the settings of every dependency. Each field's yaml key
-// is the dependency's name, as used in the --config file, the admin API and
+// Dependencies holds the settings of every dependency: each downstream of
+// internal/registry, by its name, and the last-good store's own guard,
+// "cache". The name is the key used in the --config file, the admin API and
 // /v1/resilience.
+//
+// A Dependencies is a value: copies are independent, because Set and Update
+// copy the settings before changing them. The zero value holds nothing;
+// start from DefaultDependencies.
 type Dependencies struct {
-	Order     Dependency `yaml:"order"`
-	Inventory Dependency `yaml:"inventory"`
-	Coupon    Dependency `yaml:"coupon"`
-	Logistics Dependency `yaml:"logistics"`
-	// Cache guards the last-good reads made when a downstream fails.
-	Cache Dependency `yaml:"cache"`
+	m map[string]Dependency
 }
 
-// Names of the dependencies, in the fixed order every listing uses.
-const (
-	NameOrder     = "order"
-	NameInventory = "inventory"
-	NameCoupon    = "coupon"
-	NameLogistics = "logistics"
-	NameCache     = "cache"
-)
+// NameCache names the guard of the last-good reads made when a downstream
+// fails. The downstreams' names come from internal/registry.
+const NameCache = "cache"
 
-// Names returns the dependency names in their fixed order: order, inventory,
-// coupon, logistics, cache. The slice is the caller's to keep.
+// Names returns the dependency names in their fixed order: the registered
+// downstreams in page order, then cache. The slice is the caller's to keep.
 func (Dependencies) Names() []string {
-	return []string{NameOrder, NameInventory, NameCoupon, NameLogistics, NameCache}
+	return append(registry.Names(), NameCache)
 }
 
-// Get returns a pointer to the named dependency's settings inside d, so a
-// caller may read or replace them, and false for an unknown name.
-func (d *Dependencies) Get(name string) (*Dependency, bool) {
-	switch name {
-	case NameOrder:
-		return &d.Order, true
-	case NameInventory:
-		return &d.Inventory, true
-	case NameCoupon:
-		return &d.Coupon, true
-	case NameLogistics:
-		return &d.Logistics, true
-	case NameCache:
-		return &d.Cache, true
+// Get returns the named dependency's settings, and false for an unknown
+// name.
+func (d Dependencies) Get(name string) (Dependency, bool) {
+	dep, ok := d.m[name]
+	return dep, ok
+}
+
+// Set replaces the named dependency's settings; it reports false, changing
+// nothing, for a name that is not in Names. Other copies of d are not
+// affected.
+func (d *Dependencies) Set(name string, dep Dependency) bool {
+	if !slices.Contains(d.Names(), name) {
+		return false
 	}
-	return nil, false
+	next := make(map[string]Dependency, len(d.m)+1)
+	maps.Copy(next, d.m)
+	next[name] = dep
+	d.m = next
+	return true
+}
+
+// Update changes the named dependency's settings with f, as Set does. It is
+// the short way to adjust one setting:
+//
+//	deps.Update("coupon", func(d *config.Dependency) { d.Timeout = 200 * time.Millisecond })
+func (d *Dependencies) Update(name string, f func(*Dependency)) bool {
+	dep, ok := d.Get(name)
+	if !ok {
+		return false
+	}
+	f(&dep)
+	return d.Set(name, dep)
 }
 
 // DefaultDependencies returns the built-in settings, every field filled in
-// (resilience.Config.WithDefaults supplies what is not set here). The numbers
-// come from a 1500ms page budget with 100ms kept in reserve; config.example.yaml
-// at the repository root repeats them with the same reasons, and a test keeps
-// the two equal.
+// (resilience.Config.WithDefaults supplies what is not set): each registered
+// downstream's defaults (internal/registry says why each number), and the
+// cache's below. config.example.yaml at the repository root repeats them,
+// and a test keeps the two equal.
 func DefaultDependencies() Dependencies {
-	return Dependencies{
-		// The order is the core of the page: without it (live or cached) the
-		// answer is a 503. So it gets the largest sub-budget that still leaves
-		// room for a cache read and the reserve (1000+50+100 < 1500), twice
-		// the concurrency of the optional sections because every request
-		// needs it, and one retry (never three: a second retry could not fit).
-		// Its header data changes rarely and the section carries as_of, so a
-		// day-old copy beats an error page.
-		Order: dependency(resilience.Config{
-			Timeout:  1000 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 100},
-			Retry:    resilience.RetryConfig{MaxAttempts: 2},
-		}, 24*time.Hour),
-		// Stock is secondary (its default is "UNKNOWN", never "0") and moves
-		// fast: a copy older than a minute could promise stock that is gone.
-		Inventory: dependency(resilience.Config{
-			Timeout:  600 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
-		}, 60*time.Second),
-		// Coupons decorate the page; an empty list is an honest default, so
-		// they get the smallest budget. Campaigns change over minutes.
-		Coupon: dependency(resilience.Config{
-			Timeout:  300 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
-		}, 5*time.Minute),
-		// Shipment status moves with scan events, tens of minutes apart.
-		Logistics: dependency(resilience.Config{
-			Timeout:  500 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
-		}, 30*time.Minute),
-		// The last-good reads run inside the reserve, after a downstream has
-		// already failed: a Redis nearby answers in about a millisecond, so
-		// 50ms is generous; they come in bursts (up to four per request when a
-		// downstream fails for everyone), hence 100 slots; a retry would eat
-		// the reserve and the semantic default is next anyway; and the breaker
-		// needs 20 calls before judging Redis, like the others.
-		Cache: dependency(resilience.Config{
-			Timeout:  50 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 100},
-			Retry:    resilience.RetryConfig{MaxAttempts: 1},
-			Breaker:  resilience.BreakerConfig{MinRequests: 20},
-		}, 0),
+	var d Dependencies
+	for _, ds := range registry.Downstreams() {
+		d.Set(ds.Name, dependency(ds.Defaults, ds.CacheMaxAge))
 	}
+	// The last-good reads run inside the reserve, after a downstream has
+	// already failed: a Redis nearby answers in about a millisecond, so
+	// 50ms is generous; they come in bursts (up to one per section per
+	// request when a downstream fails for everyone), hence 100 slots; a
+	// retry would eat the reserve and the semantic default is next anyway;
+	// and the breaker needs 20 calls before judging Redis, like the others.
+	d.Set(NameCache, dependency(resilience.Config{
+		Timeout:  50 * time.Millisecond,
+		Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 100},
+		Retry:    resilience.RetryConfig{MaxAttempts: 1},
+		Breaker:  resilience.BreakerConfig{MinRequests: 20},
+	}, 0))
+	return d
 }
 
 func dependency(c resilience.Config, maxAge time.Duration) Dependency {
@@ -144,6 +132,7 @@ func (d Dependency) Validate() error {
 // reload, admin PATCH).
 func (d Dependencies) Validate(deadline time.Duration) error {
 	errs := []error{d.check()}
+	cache, _ := d.Get(NameCache)
 	for _, name := range d.Names() {
 		dep, _ := d.Get(name)
 		if dep.Timeout >= deadline {
@@ -157,10 +146,10 @@ func (d Dependencies) Validate(deadline time.Duration) error {
 		// be cut short by the fallback — counted as the caller's deadline,
 		// which never opens the cache's breaker — instead of timing out in
 		// its own guard, where it counts.
-		if name != NameCache && dep.FallbackTimeout <= d.Cache.Timeout {
+		if name != NameCache && dep.FallbackTimeout <= cache.Timeout {
 			errs = append(errs, &keyError{
 				key: "dependencies." + name + ".fallback_timeout",
-				err: fmt.Errorf("%s must be longer than dependencies.cache.timeout %s", formatDuration(dep.FallbackTimeout), formatDuration(d.Cache.Timeout)),
+				err: fmt.Errorf("%s must be longer than dependencies.cache.timeout %s", formatDuration(dep.FallbackTimeout), formatDuration(cache.Timeout)),
 			})
 		}
 	}
@@ -172,7 +161,11 @@ func (d Dependencies) Validate(deadline time.Duration) error {
 func (d Dependencies) check() error {
 	var errs []error
 	for _, name := range d.Names() {
-		dep, _ := d.Get(name)
+		dep, ok := d.Get(name)
+		if !ok {
+			errs = append(errs, &keyError{key: "dependencies." + name, err: errors.New("missing (start from DefaultDependencies)")})
+			continue
+		}
 		if err := dep.Validate(); err != nil {
 			errs = append(errs, under("dependencies."+name, err))
 		}
@@ -196,13 +189,12 @@ func (d Dependencies) Patch(name string, body []byte, deadline time.Duration) (D
 	if !ok {
 		return Dependencies{}, fmt.Errorf("%w %q (known: %v)", ErrUnknownDependency, name, d.Names())
 	}
-	next, err := PatchDependency(*cur, body)
+	next, err := PatchDependency(cur, body)
 	if err != nil {
 		return Dependencies{}, under("dependencies."+name, err)
 	}
 	out := d
-	slot, _ := out.Get(name)
-	*slot = next
+	out.Set(name, next)
 	if err := out.Validate(deadline); err != nil {
 		return Dependencies{}, err
 	}

@@ -41,3 +41,12 @@ func TestErrorHelpers(t *testing.T) {
 		t.Error("usage wraps twice or wraps nil")
 	}
 }
+
+// must returns the named dependency's settings, which the test knows exist.
+func must(d Dependencies, name string) Dependency {
+	dep, ok := d.Get(name)
+	if !ok {
+		panic("no dependency " + name)
+	}
+	return dep
+}

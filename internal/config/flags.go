@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/registry"
 )
 
 // EnvPrefix starts the environment twin of every flag: --order-url is
@@ -92,23 +95,16 @@ func ParseSim(args []string, getenv func(string) string) (Sim, error) {
 // was checked as it was set.
 func (s Serve) check() error {
 	var errs []error
-	urls := []struct {
-		name, value string
-	}{
-		{"order-url", s.OrderURL},
-		{"inventory-url", s.InventoryURL},
-		{"coupon-url", s.CouponURL},
-		{"logistics-url", s.LogisticsURL},
-	}
-	var missing []string
-	for _, u := range urls {
-		if u.value == "" {
-			missing = append(missing, flagAndEnv(u.name))
+	var all, missing []string
+	for _, name := range registry.Names() {
+		all = append(all, "--"+name+"-url")
+		if s.URLs[name] == "" {
+			missing = append(missing, flagAndEnv(name+"-url"))
 		}
 	}
-	if len(missing) > 0 && len(missing) < len(urls) {
-		errs = append(errs, fmt.Errorf("set all four downstream URLs (--order-url, --inventory-url, --coupon-url, --logistics-url) or none (embedded simulators); missing %s",
-			strings.Join(missing, ", ")))
+	if len(missing) > 0 && len(missing) < len(all) {
+		errs = append(errs, fmt.Errorf("set all downstream URLs (%s) or none (embedded simulators); missing %s",
+			strings.Join(all, ", "), strings.Join(missing, ", ")))
 	}
 	if s.AdminAddr != "" && s.AdminToken == "" {
 		errs = append(errs, fmt.Errorf("%s needs %s: the admin API changes live settings and never runs unauthenticated",
@@ -141,16 +137,19 @@ type value interface {
 }
 
 func serveFlags(s *Serve) []flagSpec {
-	downstream := func(name string, p *string) flagSpec {
-		return flagSpec{name + "-url", "URL", "base URL of the " + name + " service; all four empty: embedded simulators", urlValue{p, []string{"http", "https"}}}
+	specs := []flagSpec{{"addr", "host:port", "listen address of the order-detail API", addrValue{p: &s.Addr}}}
+	// One --NAME-url per registered downstream. The map is replaced, not
+	// changed, so a copy of the defaults is never written through.
+	s.URLs = maps.Clone(s.URLs)
+	if s.URLs == nil {
+		s.URLs = map[string]string{}
 	}
-	return []flagSpec{
-		{"addr", "host:port", "listen address of the order-detail API", addrValue{p: &s.Addr}},
-		downstream("order", &s.OrderURL),
-		downstream("inventory", &s.InventoryURL),
-		downstream("coupon", &s.CouponURL),
-		downstream("logistics", &s.LogisticsURL),
-		{"redis-url", "URL", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", urlValue{&s.RedisURL, []string{"redis", "rediss"}}},
+	for _, name := range registry.Names() {
+		specs = append(specs, flagSpec{name + "-url", "URL", "base URL of the " + name + " service; all empty: embedded simulators",
+			urlValue{store: func(v string) { s.URLs[name] = v }, load: func() string { return s.URLs[name] }, schemes: []string{"http", "https"}}})
+	}
+	return append(specs, []flagSpec{
+		{"redis-url", "URL", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", urlValue{store: func(v string) { s.RedisURL = v }, load: func() string { return s.RedisURL }, schemes: []string{"redis", "rediss"}}},
 		{"deadline", "duration", "total budget of one order-detail request", durationValue{&s.Deadline}},
 		{"reserve", "duration", "part of the deadline kept back for fallbacks, assembly and encoding", durationValue{&s.Reserve}},
 		{"max-inflight", "int", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", intValue{&s.MaxInflight}},
@@ -159,7 +158,7 @@ func serveFlags(s *Serve) []flagSpec {
 		{"admin-token", "string", "bearer token the admin API requires (needed with --admin-addr)", stringValue{&s.AdminToken}},
 		{"shutdown-timeout", "duration", "bound on the graceful drain after SIGINT/SIGTERM", durationValue{&s.ShutdownTimeout}},
 		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue{&s.LogLevel}},
-	}
+	}...)
 }
 
 func simFlags(s *Sim) []flagSpec {
@@ -282,13 +281,14 @@ func (v addrValue) String() string { return *v.p }
 // urlValue is an optional base URL: empty, or an absolute URL with one of
 // schemes and a host, and no query or fragment (paths are appended to it).
 type urlValue struct {
-	p       *string
+	store   func(string)
+	load    func() string
 	schemes []string
 }
 
 func (v urlValue) set(s string) error {
 	if s == "" {
-		*v.p = s
+		v.store(s)
 		return nil
 	}
 	u, err := url.Parse(s)
@@ -304,11 +304,11 @@ func (v urlValue) set(s string) error {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return errors.New("a base URL takes no query or fragment")
 	}
-	*v.p = s
+	v.store(s)
 	return nil
 }
 
-func (v urlValue) String() string { return *v.p }
+func (v urlValue) String() string { return v.load() }
 
 // durationValue is a positive duration such as 1500ms.
 type durationValue struct{ p *time.Duration }

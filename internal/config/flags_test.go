@@ -40,6 +40,7 @@ func TestParseServeDefaults(t *testing.T) {
 		ShutdownTimeout: 10 * time.Second,
 		LogLevel:        "info",
 		Dependencies:    config.DefaultDependencies(),
+		URLs:            map[string]string{},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseServe(nil, nil) =\n%+v\nwant\n%+v", got, want)
@@ -114,7 +115,7 @@ func TestServeGroupedFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
-	if s.OrderURL != "http://sim:9100" || s.CouponURL != "https://coupon.internal/api" || s.LogisticsURL != "http://sim:9100/" {
+	if s.URLs["order"] != "http://sim:9100" || s.URLs["coupon"] != "https://coupon.internal/api" || s.URLs["logistics"] != "http://sim:9100/" {
 		t.Errorf("URLs not set: %+v", s)
 	}
 	if s.EmbeddedDownstreams() {
@@ -133,7 +134,7 @@ func TestServeGroupedFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseServe from env: %v", err)
 	}
-	if s.OrderURL != "http://a" || s.InventoryURL != "http://b" || s.CouponURL != "http://c" || s.LogisticsURL != "http://d" || s.AdminAddr != ":9090" {
+	if s.URLs["order"] != "http://a" || s.URLs["inventory"] != "http://b" || s.URLs["coupon"] != "http://c" || s.URLs["logistics"] != "http://d" || s.AdminAddr != ":9090" {
 		t.Errorf("env twins not applied: %+v", s)
 	}
 }
@@ -225,7 +226,7 @@ func TestServeBadValues(t *testing.T) {
 		{"unknown log level", []string{"--log-level", "verbose"}, nil,
 			[]string{`invalid value "verbose" for --log-level (ORDERAGG_LOG_LEVEL): want one of debug, info, warn, error`}},
 		{"partial URLs", []string{"--order-url", "http://sim:9100", "--coupon-url", "http://sim:9100"}, nil,
-			[]string{"set all four downstream URLs", "missing --inventory-url (ORDERAGG_INVENTORY_URL), --logistics-url (ORDERAGG_LOGISTICS_URL)"}},
+			[]string{"set all downstream URLs (--order-url, --inventory-url, --coupon-url, --logistics-url) or none", "missing --inventory-url (ORDERAGG_INVENTORY_URL), --logistics-url (ORDERAGG_LOGISTICS_URL)"}},
 		{"partial URLs from env", nil, map[string]string{"ORDERAGG_LOGISTICS_URL": "http://sim:9100"},
 			[]string{"missing --order-url (ORDERAGG_ORDER_URL), --inventory-url (ORDERAGG_INVENTORY_URL), --coupon-url (ORDERAGG_COUPON_URL)"}},
 		{"admin addr without token", []string{"--admin-addr", "127.0.0.1:9090"}, nil,
@@ -384,10 +385,10 @@ func TestParseServeLoadsConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
-	if s.ConfigFile != path || s.Dependencies.Coupon.Timeout != 200*time.Millisecond {
-		t.Errorf("config file not applied: %q, coupon timeout %v", s.ConfigFile, s.Dependencies.Coupon.Timeout)
+	if s.ConfigFile != path || must(s.Dependencies, "coupon").Timeout != 200*time.Millisecond {
+		t.Errorf("config file not applied: %q, coupon timeout %v", s.ConfigFile, must(s.Dependencies, "coupon").Timeout)
 	}
-	if s.Dependencies.Order != config.DefaultDependencies().Order {
+	if must(s.Dependencies, "order") != must(config.DefaultDependencies(), "order") {
 		t.Error("a dependency the file leaves out changed")
 	}
 
@@ -413,7 +414,7 @@ func TestLogValueRedactsSecrets(t *testing.T) {
 	s := config.DefaultServe()
 	s.AdminToken = "hunter2"
 	s.RedisURL = "redis://user:hunter2@cache:6379/0"
-	s.OrderURL = "http://svc:pw-hunter2@order"
+	s.URLs = map[string]string{"order": "http://svc:pw-hunter2@order"}
 	var b bytes.Buffer
 	slog.New(slog.NewTextHandler(&b, nil)).Info("config", "serve", s)
 	out := b.String()

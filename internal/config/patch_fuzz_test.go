@@ -12,7 +12,7 @@ func FuzzPatchDependency(f *testing.F) {
 		`{"bulkhead":{"max_concurrent":-1}}`, `{"retry":{"max_attempts":3,"backoff":"5ms"}}`, `timeout: 1s`, `{"timeout":null}`} {
 		f.Add(s)
 	}
-	base := DefaultDependencies().Coupon
+	base := must(DefaultDependencies(), "coupon")
 	f.Fuzz(func(t *testing.T, body string) {
 		cur := base
 		got, err := PatchDependency(cur, []byte(body))

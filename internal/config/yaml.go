@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,8 +61,7 @@ func decodeDependencies(data []byte, base Dependencies) (Dependencies, error) {
 	}
 	deps := doc.Dependencies
 	for _, name := range deps.Names() {
-		d, _ := deps.Get(name)
-		d.Config = d.Config.WithDefaults()
+		deps.Update(name, func(d *Dependency) { d.Config = d.Config.WithDefaults() })
 	}
 	if err := deps.check(); err != nil {
 		return Dependencies{}, err
@@ -153,8 +153,9 @@ func (f folded) Error() string { return strings.Join(strings.Fields(f.err.Error(
 func (f folded) Unwrap() error { return f.err }
 
 var (
-	durationType   = reflect.TypeFor[time.Duration]()
-	dependencyType = reflect.TypeFor[Dependency]()
+	durationType     = reflect.TypeFor[time.Duration]()
+	dependencyType   = reflect.TypeFor[Dependency]()
+	dependenciesType = reflect.TypeFor[Dependencies]()
 	// genericDefaults are the values resilience.Config.WithDefaults gives a
 	// zero field. Where one is not zero, a zero in a document cannot mean
 	// what it says: it would turn into this generic value.
@@ -188,6 +189,9 @@ func (d decoder) overlay(n *yaml.Node, dst reflect.Value, path string, ref refle
 	}
 	if n.Kind != yaml.MappingNode {
 		return d.fail(orRoot(path), n, fmt.Errorf("must be a mapping of keys to values, got %s", describe(n)))
+	}
+	if dst.Type() == dependenciesType {
+		return d.overlayDependencies(n, dst.Addr().Interface().(*Dependencies), path)
 	}
 	if dst.Type() == dependencyType {
 		ref = genericDefaults
@@ -230,6 +234,39 @@ func (d decoder) overlay(n *yaml.Node, dst reflect.Value, path string, ref refle
 		if err := d.leaf(v, fv, key, fref); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	return join(errs)
+}
+
+// overlayDependencies lays mapping n, keyed by dependency name, over deps:
+// each named dependency's settings are overlaid like any struct, and the
+// ones n leaves out keep their values.
+func (d decoder) overlayDependencies(n *yaml.Node, deps *Dependencies, path string) error {
+	names := deps.Names()
+	var errs []error
+	seen := make(map[string]int)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		key := join2(path, k.Value)
+		if k.Kind != yaml.ScalarNode {
+			errs = append(errs, d.fail(orRoot(path), k, fmt.Errorf("keys must be names, got %s", describe(k))))
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			errs = append(errs, d.fail(key, k, fmt.Errorf("set twice (first on line %d)", first)))
+			continue
+		}
+		seen[k.Value] = k.Line
+		dep, _ := deps.Get(k.Value) // a name the base lacks starts from zero
+		if !slices.Contains(names, k.Value) {
+			errs = append(errs, d.fail(key, k, fmt.Errorf("unknown key (known: %s)", strings.Join(names, ", "))))
+			continue
+		}
+		if err := d.overlay(v, reflect.ValueOf(&dep).Elem(), key, reflect.Value{}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		deps.Set(k.Value, dep)
 	}
 	return join(errs)
 }

@@ -60,11 +60,17 @@ func TestDefaultDependencies(t *testing.T) {
 	if err := d.Validate(1500 * time.Millisecond); err != nil {
 		t.Errorf("defaults are invalid: %v", err)
 	}
-	// Get hands out a pointer into d, so a caller can replace one entry.
-	p, _ := d.Get("coupon")
-	p.Timeout = time.Millisecond
-	if d.Coupon.Timeout != time.Millisecond {
-		t.Error("Get does not point into the receiver")
+	// A Dependencies is a value: Update changes the copy it is called on,
+	// never another one sharing its settings.
+	cp := d
+	if !cp.Update("coupon", func(x *config.Dependency) { x.Timeout = time.Millisecond }) {
+		t.Fatal("Update(coupon) refused a known name")
+	}
+	if must(cp, "coupon").Timeout != time.Millisecond || must(d, "coupon").Timeout == time.Millisecond {
+		t.Errorf("Update: copy %v, original %v", must(cp, "coupon").Timeout, must(d, "coupon").Timeout)
+	}
+	if cp.Update("payment", func(*config.Dependency) {}) || cp.Set("payment", config.Dependency{}) {
+		t.Error("Update/Set accepted an unknown name")
 	}
 }
 
@@ -83,25 +89,25 @@ func TestLoadDependencies(t *testing.T) {
 			name:    "some keys",
 			content: "dependencies:\n  coupon:\n    timeout: 200ms\n    breaker:\n      sleep_window: 10s\n  cache:\n    hedge: {enabled: true}\n",
 			want: func(d *config.Dependencies) {
-				d.Coupon.Timeout = 200 * time.Millisecond
-				d.Coupon.Breaker.SleepWindow = 10 * time.Second
-				d.Cache.Hedge.Enabled = true
+				d.Update("coupon", func(x *config.Dependency) { x.Timeout = 200 * time.Millisecond })
+				d.Update("coupon", func(x *config.Dependency) { x.Breaker.SleepWindow = 10 * time.Second })
+				d.Update("cache", func(x *config.Dependency) { x.Hedge.Enabled = true })
 			},
 		},
 		{
 			name:    "aliases",
 			content: "dependencies:\n  order:\n    breaker: &b\n      sleep_window: 7s\n  coupon:\n    breaker: *b\n",
 			want: func(d *config.Dependencies) {
-				d.Order.Breaker.SleepWindow = 7 * time.Second
-				d.Coupon.Breaker.SleepWindow = 7 * time.Second
+				d.Update("order", func(x *config.Dependency) { x.Breaker.SleepWindow = 7 * time.Second })
+				d.Update("coupon", func(x *config.Dependency) { x.Breaker.SleepWindow = 7 * time.Second })
 			},
 		},
 		{
 			name:    "JSON file",
 			content: `{"dependencies": {"logistics": {"cache_max_age": "1h", "retry": {"budget_percent": 12.5}}}}`,
 			want: func(d *config.Dependencies) {
-				d.Logistics.CacheMaxAge = time.Hour
-				d.Logistics.Retry.BudgetPercent = 12.5
+				d.Update("logistics", func(x *config.Dependency) { x.CacheMaxAge = time.Hour })
+				d.Update("logistics", func(x *config.Dependency) { x.Retry.BudgetPercent = 12.5 })
 			},
 		},
 		{name: "unknown top-level key", content: "dependency:\n  order: {}\n",
@@ -209,7 +215,7 @@ func TestServeLoadDependenciesReload(t *testing.T) {
 		t.Fatalf("reload: %v", err)
 	}
 	if !reflect.DeepEqual(deps, config.DefaultDependencies()) {
-		t.Errorf("reload did not start from the defaults: coupon timeout %v", deps.Coupon.Timeout)
+		t.Errorf("reload did not start from the defaults: coupon timeout %v", must(deps, "coupon").Timeout)
 	}
 	writeFile(t, path, "dependencies:\n  order:\n    timeout: 1500ms\n")
 	if _, err := s.LoadDependencies(); err == nil || !strings.Contains(err.Error(), "dependencies.order.timeout: 1500ms must be shorter than --deadline") {
@@ -218,7 +224,7 @@ func TestServeLoadDependenciesReload(t *testing.T) {
 }
 
 func TestPatchDependency(t *testing.T) {
-	cur := config.DefaultDependencies().Coupon
+	cur := must(config.DefaultDependencies(), "coupon")
 	tests := []struct {
 		name string
 		body string
@@ -323,7 +329,7 @@ func TestDependenciesPatch(t *testing.T) {
 					t.Fatalf("Patch: %v", err)
 				}
 				want := config.DefaultDependencies()
-				want.Inventory.Timeout = 400 * time.Millisecond
+				want.Update("inventory", func(x *config.Dependency) { x.Timeout = 400 * time.Millisecond })
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("got %+v, want %+v", got, want)
 				}
@@ -357,15 +363,15 @@ func TestSettingsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := config.PatchDependency(d.Logistics, body)
+		got, err := config.PatchDependency(src, body)
 		if err != nil {
 			t.Fatalf("%s: PatchDependency(%s): %v", name, body, err)
 		}
-		if got != *src {
-			t.Errorf("%s: round trip gave %+v, want %+v", name, got, *src)
+		if got != src {
+			t.Errorf("%s: round trip gave %+v, want %+v", name, got, src)
 		}
 	}
-	s := d.Order.Settings()
+	s := must(d, "order").Settings()
 	if s["timeout"] != "1s" || s["cache_max_age"] != "24h" || s["bulkhead"].(map[string]any)["max_concurrent"] != 100 {
 		t.Errorf("Settings() = %v", s)
 	}
@@ -385,8 +391,8 @@ func TestExampleFileEqualsDefaults(t *testing.T) {
 		for _, name := range want.Names() {
 			g, _ := got.Get(name)
 			w, _ := want.Get(name)
-			if *g != *w {
-				t.Errorf("example %s =\n%+v\nwant\n%+v", name, *g, *w)
+			if g != w {
+				t.Errorf("example %s =\n%+v\nwant\n%+v", name, g, w)
 			}
 		}
 	}
@@ -459,7 +465,7 @@ func leafKeys(m map[string]any, prefix string) []string {
 // real resilience defaults: a field whose zero stays zero (max_queue,
 // hedge.enabled) accepts it.
 func TestZeroRuleFollowsResilienceDefaults(t *testing.T) {
-	cur := config.DefaultDependencies().Order
+	cur := must(config.DefaultDependencies(), "order")
 	cur.Bulkhead.MaxQueue = 5
 	cur.Hedge.Enabled = true
 	got, err := config.PatchDependency(cur, []byte(`{"bulkhead":{"max_queue":0,"max_wait":"0s"},"hedge":{"enabled":false},"breaker":{"slow_call_duration":"0s"}}`))
@@ -476,7 +482,7 @@ func TestZeroRuleFollowsResilienceDefaults(t *testing.T) {
 
 func TestFallbackTimeoutMustExceedCacheTimeout(t *testing.T) {
 	d := config.DefaultDependencies()
-	d.Cache.Timeout = 90 * time.Millisecond // longer than the 80ms fallback bounds
+	d.Update("cache", func(x *config.Dependency) { x.Timeout = 90 * time.Millisecond }) // longer than the 80ms fallback bounds
 	err := d.Validate(1500 * time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "dependencies.inventory.fallback_timeout") {
 		t.Fatalf("err %v", err)
@@ -484,4 +490,13 @@ func TestFallbackTimeoutMustExceedCacheTimeout(t *testing.T) {
 	if err := config.DefaultDependencies().Validate(1500 * time.Millisecond); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
+}
+
+// must returns the named dependency's settings, which the test knows exist.
+func must(d config.Dependencies, name string) config.Dependency {
+	dep, ok := d.Get(name)
+	if !ok {
+		panic("no dependency " + name)
+	}
+	return dep
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,11 @@ import (
 const (
 	HeaderBudget    = "X-Budget-Ms"
 	HeaderRequestID = "X-Request-Id"
+)
+
+var (
+	acceptJSON     = []string{"application/json"}
+	userAgentValue = []string{userAgent}
 )
 
 const (
@@ -70,7 +76,7 @@ func (e *StatusError) Error() string {
 // pool, one body cap.
 type base struct {
 	dep     string
-	baseURL string
+	base    *url.URL // parsed once; copied per request
 	hc      *http.Client
 	tr      *http.Transport
 	maxBody int64
@@ -86,9 +92,13 @@ func newBase(dep string, c Config) (*base, error) {
 	if c.WrapTransport != nil {
 		rt = c.WrapTransport(dep, tr)
 	}
+	u, err := url.Parse(trimBase(c.BaseURL))
+	if err != nil { // Validate has parsed it already
+		return nil, fmt.Errorf("downstream: %s client: %w", dep, err)
+	}
 	return &base{
-		dep:     dep,
-		baseURL: trimBase(c.BaseURL),
+		dep:  dep,
+		base: u,
 		hc: &http.Client{
 			Transport: rt,
 			// A downstream that redirects is misconfigured; following it
@@ -103,22 +113,8 @@ func newBase(dep string, c Config) (*base, error) {
 // closeIdle closes the pool's idle connections; in-flight calls finish.
 func (b *base) closeIdle() { b.tr.CloseIdleConnections() }
 
-// fetch GETs path and decodes its 200 body, wrapping every error with the
-// operation.
-func fetch[T any](ctx context.Context, b *base, orderID, path string, decode func([]byte, string) (T, error)) (T, error) {
-	var zero T
-	if orderID == "" {
-		return zero, resilience.BadRequest(fmt.Errorf("downstream: %s: empty order id", b.dep))
-	}
-	body, err := b.get(ctx, path)
-	if err == nil {
-		var v T
-		if v, err = decode(body, orderID); err == nil {
-			return v, nil
-		}
-	}
-	return zero, fmt.Errorf("downstream: %s %s: %w", b.dep, orderID, err)
-}
+// errEmptyID is the caller's mistake, never the dependency's.
+var errEmptyID = resilience.BadRequest(errors.New("empty order id"))
 
 // get sends one GET and returns the body of a 200 answer. The body is always
 // drained (bounded) and closed, so the connection goes back to the pool.
@@ -126,17 +122,33 @@ func (b *base) get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.baseURL+path, nil)
+	// The base URL was parsed once; copying it and setting the path skips
+	// a parse per call, and URL escapes the path when the request is
+	// written.
+	unescaped, err := url.PathUnescape(path) // no copy unless path has a %
 	if err != nil {
 		return nil, resilience.BadRequest(fmt.Errorf("building request: %w", err))
 	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", userAgent)
+	u := *b.base
+	u.Path, u.RawPath = b.base.Path+unescaped, ""
+	if unescaped != path {
+		u.RawPath = b.base.EscapedPath() + path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
+	if err != nil {
+		return nil, resilience.BadRequest(fmt.Errorf("building request: %w", err))
+	}
+	req.URL, req.Host = &u, u.Host
+	// Canonical keys set directly: the constant values are shared, not
+	// copied per call (nothing downstream of here modifies a header value).
+	req.Header = make(http.Header, 4)
+	req.Header["Accept"] = acceptJSON
+	req.Header["User-Agent"] = userAgentValue
 	if dl, ok := ctx.Deadline(); ok {
-		req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, time.Until(dl).Milliseconds()), 10))
+		req.Header[HeaderBudget] = []string{strconv.FormatInt(max(0, time.Until(dl).Milliseconds()), 10)}
 	}
 	if id := RequestIDFrom(ctx); id != "" {
-		req.Header.Set(HeaderRequestID, id)
+		req.Header[HeaderRequestID] = []string{id}
 	}
 	resp, err := b.hc.Do(req)
 	if err != nil {

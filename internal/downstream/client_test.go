@@ -25,13 +25,13 @@ func call(ctx context.Context, cl *Clients, service, orderID string) error {
 	var err error
 	switch service {
 	case sim.ServiceOrder:
-		_, err = cl.Order.GetOrder(ctx, orderID)
+		_, err = cl.Order.Get(ctx, orderID)
 	case sim.ServiceInventory:
-		_, err = cl.Inventory.GetInventory(ctx, orderID)
+		_, err = cl.Inventory.Get(ctx, orderID)
 	case sim.ServiceCoupon:
-		_, err = cl.Coupon.GetCoupons(ctx, orderID)
+		_, err = cl.Coupon.Get(ctx, orderID)
 	case sim.ServiceLogistics:
-		_, err = cl.Logistics.GetLogistics(ctx, orderID)
+		_, err = cl.Logistics.Get(ctx, orderID)
 	default:
 		panic(service)
 	}
@@ -44,7 +44,7 @@ func TestClientsReturnTheSimulatorsData(t *testing.T) {
 	ctx := context.Background()
 	for i := range 30 {
 		id := fmt.Sprintf("o-%d", 1000+i)
-		o, err := cl.Order.GetOrder(ctx, id)
+		o, err := cl.Order.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestClientsReturnTheSimulatorsData(t *testing.T) {
 		}
 		sameJSON(t, "order "+id, o, want)
 
-		inv, err := cl.Inventory.GetInventory(ctx, id)
+		inv, err := cl.Inventory.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestClientsReturnTheSimulatorsData(t *testing.T) {
 			t.Errorf("%s: %d stock items for %d order items", id, len(inv.Items), len(o.Items))
 		}
 
-		cp, err := cl.Coupon.GetCoupons(ctx, id)
+		cp, err := cl.Coupon.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestClientsReturnTheSimulatorsData(t *testing.T) {
 		}
 		sameJSON(t, "coupons "+id, cp, wantCp)
 
-		lg, err := cl.Logistics.GetLogistics(ctx, id)
+		lg, err := cl.Logistics.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -647,7 +647,7 @@ func TestConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := NewOrderClient(tt.cfg)
+			c, err := NewClient(OrderAPI, tt.cfg)
 			if (err == nil) != tt.ok {
 				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
 			}
@@ -673,7 +673,7 @@ func TestBaseURLWithPathPrefix(t *testing.T) {
 	mux.Handle("/sim/", http.StripPrefix("/sim", s.Server))
 	url := startHandler(t, mux.ServeHTTP)
 	cl := newClients(t, url+"/sim/", Config{})
-	if _, err := cl.Order.GetOrder(context.Background(), "o-1"); err != nil {
+	if _, err := cl.Order.Get(context.Background(), "o-1"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -703,14 +703,14 @@ func BenchmarkTenMegabyteBody(b *testing.B) {
 		w.Write([]byte("{}]"))
 	}))
 	defer ts.Close()
-	c, err := NewOrderClient(Config{BaseURL: ts.URL})
+	c, err := NewClient(OrderAPI, Config{BaseURL: ts.URL})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.GetOrder(context.Background(), "o-1"); !errors.Is(err, ErrBodyTooLarge) {
+		if _, err := c.Get(context.Background(), "o-1"); !errors.Is(err, ErrBodyTooLarge) {
 			b.Fatalf("err %v, want ErrBodyTooLarge", err)
 		}
 	}

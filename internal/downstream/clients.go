@@ -17,94 +17,96 @@ const (
 	DepLogistics = "logistics"
 )
 
+// API describes one downstream's HTTP API: its name, where the answer for
+// an order lives and how to read it. A client is an API plus a Config; no
+// new type is needed per downstream.
+type API[T any] struct {
+	// Name of the dependency, as passed to Config.WrapTransport and shown in
+	// errors.
+	Name string
+	// Path returns the answer's path below the base URL for an order id,
+	// escaped: "/order/v1/orders/" + url.PathEscape(id).
+	Path func(orderID string) string
+	// Decode checks and converts a 200 body for orderID. A body that is not
+	// what the service promises must fail with ErrMalformed: a page with
+	// invented values is worse than a degraded one.
+	Decode func(body []byte, orderID string) (T, error)
+}
+
+// The four APIs of the order-detail page. decode.go checks every field.
 var (
-	_ orderdetail.OrderClient     = (*OrderClient)(nil)
-	_ orderdetail.InventoryClient = (*InventoryClient)(nil)
-	_ orderdetail.CouponClient    = (*CouponClient)(nil)
-	_ orderdetail.LogisticsClient = (*LogisticsClient)(nil)
+	OrderAPI = API[orderdetail.Order]{
+		Name:   DepOrder,
+		Path:   func(id string) string { return "/order/v1/orders/" + url.PathEscape(id) },
+		Decode: decodeOrder,
+	}
+	// InventoryAPI answers with a CONFIRMED status and per item a Status
+	// that follows StockStatus.
+	InventoryAPI = API[orderdetail.Inventory]{
+		Name:   DepInventory,
+		Path:   func(id string) string { return "/inventory/v1/orders/" + url.PathEscape(id) + "/stock" },
+		Decode: decodeInventory,
+	}
+	// CouponAPI answers with a non-nil Items.
+	CouponAPI = API[orderdetail.Coupons]{
+		Name:   DepCoupon,
+		Path:   func(id string) string { return "/coupon/v1/orders/" + url.PathEscape(id) + "/coupons" },
+		Decode: decodeCoupons,
+	}
+	LogisticsAPI = API[orderdetail.Logistics]{
+		Name:   DepLogistics,
+		Path:   func(id string) string { return "/logistics/v1/orders/" + url.PathEscape(id) + "/shipment" },
+		Decode: decodeLogistics,
+	}
 )
 
-// OrderClient calls the order service. It is safe for concurrent use.
-type OrderClient struct{ b *base }
+// Client calls one downstream API. It is safe for concurrent use.
+type Client[T any] struct {
+	b   *base
+	api API[T]
+}
 
-// NewOrderClient returns a client of the order service at c.BaseURL.
-func NewOrderClient(c Config) (*OrderClient, error) {
-	b, err := newBase(DepOrder, c)
+// NewClient returns a client of api at c.BaseURL, with its own transport
+// and connection pool.
+func NewClient[T any](api API[T], c Config) (*Client[T], error) {
+	if api.Name == "" || api.Path == nil || api.Decode == nil {
+		return nil, errors.New("downstream: an API needs a name, a path and a decoder")
+	}
+	b, err := newBase(api.Name, c)
 	if err != nil {
 		return nil, err
 	}
-	return &OrderClient{b}, nil
+	return &Client[T]{b: b, api: api}, nil
 }
 
-// GetOrder fetches the order. A 404 wraps orderdetail.ErrNotFound.
-func (c *OrderClient) GetOrder(ctx context.Context, orderID string) (orderdetail.Order, error) {
-	return fetch(ctx, c.b, orderID, "/order/v1/orders/"+url.PathEscape(orderID), decodeOrder)
-}
-
-// Close closes idle connections; calls in flight are not interrupted.
-func (c *OrderClient) Close() { c.b.closeIdle() }
-
-// InventoryClient calls the inventory service. It is safe for concurrent use.
-type InventoryClient struct{ b *base }
-
-// NewInventoryClient returns a client of the inventory service at c.BaseURL.
-func NewInventoryClient(c Config) (*InventoryClient, error) {
-	b, err := newBase(DepInventory, c)
-	if err != nil {
-		return nil, err
+// Get fetches and decodes the answer for orderID. A 404 wraps
+// orderdetail.ErrNotFound; see the package doc for how errors are
+// classified.
+func (c *Client[T]) Get(ctx context.Context, orderID string) (T, error) {
+	var zero T
+	if orderID == "" {
+		return zero, fmt.Errorf("downstream: %s: %w", c.api.Name, errEmptyID)
 	}
-	return &InventoryClient{b}, nil
-}
-
-// GetInventory fetches the stock of the order's SKUs. The answer's Status is
-// CONFIRMED and each item's Status follows StockStatus.
-func (c *InventoryClient) GetInventory(ctx context.Context, orderID string) (orderdetail.Inventory, error) {
-	return fetch(ctx, c.b, orderID, "/inventory/v1/orders/"+url.PathEscape(orderID)+"/stock", decodeInventory)
-}
-
-// Close closes idle connections; calls in flight are not interrupted.
-func (c *InventoryClient) Close() { c.b.closeIdle() }
-
-// CouponClient calls the coupon service. It is safe for concurrent use.
-type CouponClient struct{ b *base }
-
-// NewCouponClient returns a client of the coupon service at c.BaseURL.
-func NewCouponClient(c Config) (*CouponClient, error) {
-	b, err := newBase(DepCoupon, c)
-	if err != nil {
-		return nil, err
+	body, err := c.b.get(ctx, c.api.Path(orderID))
+	if err == nil {
+		var v T
+		if v, err = c.api.Decode(body, orderID); err == nil {
+			return v, nil
+		}
 	}
-	return &CouponClient{b}, nil
-}
-
-// GetCoupons fetches the coupons applicable to the order. Items is never
-// nil on success.
-func (c *CouponClient) GetCoupons(ctx context.Context, orderID string) (orderdetail.Coupons, error) {
-	return fetch(ctx, c.b, orderID, "/coupon/v1/orders/"+url.PathEscape(orderID)+"/coupons", decodeCoupons)
+	return zero, fmt.Errorf("downstream: %s %s: %w", c.api.Name, orderID, err)
 }
 
 // Close closes idle connections; calls in flight are not interrupted.
-func (c *CouponClient) Close() { c.b.closeIdle() }
+func (c *Client[T]) Close() { c.b.closeIdle() }
 
-// LogisticsClient calls the logistics service. It is safe for concurrent use.
-type LogisticsClient struct{ b *base }
-
-// NewLogisticsClient returns a client of the logistics service at c.BaseURL.
-func NewLogisticsClient(c Config) (*LogisticsClient, error) {
-	b, err := newBase(DepLogistics, c)
-	if err != nil {
-		return nil, err
-	}
-	return &LogisticsClient{b}, nil
-}
-
-// GetLogistics fetches the order's shipment.
-func (c *LogisticsClient) GetLogistics(ctx context.Context, orderID string) (orderdetail.Logistics, error) {
-	return fetch(ctx, c.b, orderID, "/logistics/v1/orders/"+url.PathEscape(orderID)+"/shipment", decodeLogistics)
-}
-
-// Close closes idle connections; calls in flight are not interrupted.
-func (c *LogisticsClient) Close() { c.b.closeIdle() }
+// The four clients of the page, for callers that want them by their types.
+type (
+	OrderClient     = Client[orderdetail.Order]
+	InventoryClient = Client[orderdetail.Inventory]
+	CouponClient    = Client[orderdetail.Coupons]
+	LogisticsClient = Client[orderdetail.Logistics]
+)
 
 // Endpoints are the base URLs of the four services.
 type Endpoints struct {
@@ -126,19 +128,18 @@ type Clients struct {
 }
 
 // NewClients builds the four clients from one Config (its BaseURL is
-// ignored) and their endpoints. Use the single constructors where the
-// dependencies need different settings, such as pools sized to different
-// bulkheads.
+// ignored) and their endpoints. Use NewClient where the dependencies need
+// different settings, such as pools sized to different bulkheads.
 func NewClients(c Config, ep Endpoints) (*Clients, error) {
 	with := func(u string) Config { c := c; c.BaseURL = u; return c }
 	var (
 		cl   Clients
 		errs [4]error
 	)
-	cl.Order, errs[0] = NewOrderClient(with(ep.Order))
-	cl.Inventory, errs[1] = NewInventoryClient(with(ep.Inventory))
-	cl.Coupon, errs[2] = NewCouponClient(with(ep.Coupon))
-	cl.Logistics, errs[3] = NewLogisticsClient(with(ep.Logistics))
+	cl.Order, errs[0] = NewClient(OrderAPI, with(ep.Order))
+	cl.Inventory, errs[1] = NewClient(InventoryAPI, with(ep.Inventory))
+	cl.Coupon, errs[2] = NewClient(CouponAPI, with(ep.Coupon))
+	cl.Logistics, errs[3] = NewClient(LogisticsAPI, with(ep.Logistics))
 	if err := errors.Join(errs[:]...); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("downstream: new clients: %w", err)

@@ -3,6 +3,7 @@ package downstream
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
@@ -79,13 +80,32 @@ type wireEvent struct {
 // of field rules.
 type check struct{ err error }
 
+// field names a field for an error message: "user_id", or "items[3].sku"
+// for one in a list. It is formatted only when a rule fails, so checking a
+// healthy answer costs no allocation per field.
+type field struct {
+	list string // the list's key; empty for a top-level field
+	i    int    // the element's index in list
+	key  string
+}
+
+func top(key string) field                      { return field{key: key} }
+func elem(list string, i int, key string) field { return field{list: list, i: i, key: key} }
+
+func (f field) String() string {
+	if f.list == "" {
+		return f.key
+	}
+	return f.list + "[" + strconv.Itoa(f.i) + "]." + f.key
+}
+
 func (c *check) fail(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 	}
 }
 
-func (c *check) str(name string, p *string) string {
+func (c *check) str(name field, p *string) string {
 	if p == nil {
 		c.fail("%s is missing", name)
 		return ""
@@ -93,7 +113,7 @@ func (c *check) str(name string, p *string) string {
 	return *p
 }
 
-func (c *check) nonEmpty(name string, p *string) string {
+func (c *check) nonEmpty(name field, p *string) string {
 	s := c.str(name, p)
 	if p != nil && s == "" {
 		c.fail("%s is empty", name)
@@ -103,7 +123,7 @@ func (c *check) nonEmpty(name string, p *string) string {
 
 // token requires an upper-case enum value such as IN_TRANSIT: anything else
 // is not a status this API would send.
-func (c *check) token(name string, p *string) string {
+func (c *check) token(name field, p *string) string {
 	s := c.nonEmpty(name, p)
 	if len(s) > 64 {
 		c.fail("%s is longer than 64 bytes", name)
@@ -118,13 +138,13 @@ func (c *check) token(name string, p *string) string {
 	return s
 }
 
-func (c *check) orderID(name string, p *string, want string) {
+func (c *check) orderID(name field, p *string, want string) {
 	if got := c.nonEmpty(name, p); p != nil && got != "" && got != want {
 		c.fail("%s %q is not the requested %q", name, got, want)
 	}
 }
 
-func atLeast[T int | int64](c *check, name string, p *T, lo T) T {
+func atLeast[T int | int64](c *check, name field, p *T, lo T) T {
 	if p == nil {
 		c.fail("%s is missing", name)
 		return 0
@@ -135,7 +155,7 @@ func atLeast[T int | int64](c *check, name string, p *T, lo T) T {
 	return *p
 }
 
-func (c *check) time(name string, p *time.Time) time.Time {
+func (c *check) time(name field, p *time.Time) time.Time {
 	if p == nil {
 		c.fail("%s is missing", name)
 		return time.Time{}
@@ -166,14 +186,14 @@ func decodeOrder(body []byte, orderID string) (orderdetail.Order, error) {
 		return orderdetail.Order{}, err
 	}
 	var c check
-	c.orderID("id", w.ID, orderID)
+	c.orderID(top("id"), w.ID, orderID)
 	o := orderdetail.Order{
 		ID:         orderID,
-		UserID:     c.nonEmpty("user_id", w.UserID),
-		Status:     c.token("status", w.Status),
-		CreatedAt:  c.time("created_at", w.CreatedAt),
-		Currency:   c.str("currency", w.Currency),
-		TotalCents: atLeast(&c, "total_cents", w.TotalCents, 0),
+		UserID:     c.nonEmpty(top("user_id"), w.UserID),
+		Status:     c.token(top("status"), w.Status),
+		CreatedAt:  c.time(top("created_at"), w.CreatedAt),
+		Currency:   c.str(top("currency"), w.Currency),
+		TotalCents: atLeast(&c, top("total_cents"), w.TotalCents, 0),
 	}
 	if c.err == nil && !isCurrency(o.Currency) {
 		c.fail("currency %q is not an ISO 4217 code", o.Currency)
@@ -182,21 +202,21 @@ func decodeOrder(body []byte, orderID string) (orderdetail.Order, error) {
 	o.Items = make([]orderdetail.OrderItem, 0, len(w.Items))
 	for i, it := range w.Items {
 		o.Items = append(o.Items, orderdetail.OrderItem{
-			SKU:            c.nonEmpty(fmt.Sprintf("items[%d].sku", i), it.SKU),
-			Name:           c.str(fmt.Sprintf("items[%d].name", i), it.Name),
-			Quantity:       atLeast(&c, fmt.Sprintf("items[%d].quantity", i), it.Quantity, 1),
-			UnitPriceCents: atLeast(&c, fmt.Sprintf("items[%d].unit_price_cents", i), it.UnitPriceCents, 0),
+			SKU:            c.nonEmpty(elem("items", i, "sku"), it.SKU),
+			Name:           c.str(elem("items", i, "name"), it.Name),
+			Quantity:       atLeast(&c, elem("items", i, "quantity"), it.Quantity, 1),
+			UnitPriceCents: atLeast(&c, elem("items", i, "unit_price_cents"), it.UnitPriceCents, 0),
 		})
 	}
 	if a := w.ShippingAddress; a == nil {
 		c.fail("shipping_address is missing")
 	} else {
 		o.ShippingAddress = orderdetail.Address{
-			Name:    c.str("shipping_address.name", a.Name),
-			Line1:   c.str("shipping_address.line1", a.Line1),
-			City:    c.str("shipping_address.city", a.City),
-			Postal:  c.str("shipping_address.postal_code", a.PostalCode),
-			Country: c.nonEmpty("shipping_address.country", a.Country),
+			Name:    c.str(top("shipping_address.name"), a.Name),
+			Line1:   c.str(top("shipping_address.line1"), a.Line1),
+			City:    c.str(top("shipping_address.city"), a.City),
+			Postal:  c.str(top("shipping_address.postal_code"), a.PostalCode),
+			Country: c.nonEmpty(top("shipping_address.country"), a.Country),
 		}
 	}
 	if c.err != nil {
@@ -240,13 +260,13 @@ func decodeInventory(body []byte, orderID string) (orderdetail.Inventory, error)
 		return orderdetail.Inventory{}, err
 	}
 	var c check
-	c.orderID("order_id", w.OrderID, orderID)
+	c.orderID(top("order_id"), w.OrderID, orderID)
 	c.list("items", w.Items == nil)
 	inv := orderdetail.Inventory{Status: orderdetail.InventoryConfirmed, Items: make([]orderdetail.StockItem, 0, len(w.Items))}
 	seen := make(map[string]bool, len(w.Items))
 	for i, it := range w.Items {
-		sku := c.nonEmpty(fmt.Sprintf("items[%d].sku", i), it.SKU)
-		avail := atLeast(&c, fmt.Sprintf("items[%d].available", i), it.Available, 0)
+		sku := c.nonEmpty(elem("items", i, "sku"), it.SKU)
+		avail := atLeast(&c, elem("items", i, "available"), it.Available, 0)
 		if seen[sku] {
 			c.fail("items[%d].sku %q is listed twice", i, sku)
 		}
@@ -267,15 +287,15 @@ func decodeCoupons(body []byte, orderID string) (orderdetail.Coupons, error) {
 		return orderdetail.Coupons{}, err
 	}
 	var c check
-	c.orderID("order_id", w.OrderID, orderID)
+	c.orderID(top("order_id"), w.OrderID, orderID)
 	c.list("coupons", w.Coupons == nil)
 	out := orderdetail.Coupons{Items: make([]orderdetail.Coupon, 0, len(w.Coupons))}
 	for i, cp := range w.Coupons {
 		out.Items = append(out.Items, orderdetail.Coupon{
-			Code:          c.nonEmpty(fmt.Sprintf("coupons[%d].code", i), cp.Code),
-			Description:   c.str(fmt.Sprintf("coupons[%d].description", i), cp.Description),
-			DiscountCents: atLeast(&c, fmt.Sprintf("coupons[%d].discount_cents", i), cp.DiscountCents, 0),
-			ExpiresAt:     c.time(fmt.Sprintf("coupons[%d].expires_at", i), cp.ExpiresAt),
+			Code:          c.nonEmpty(elem("coupons", i, "code"), cp.Code),
+			Description:   c.str(elem("coupons", i, "description"), cp.Description),
+			DiscountCents: atLeast(&c, elem("coupons", i, "discount_cents"), cp.DiscountCents, 0),
+			ExpiresAt:     c.time(elem("coupons", i, "expires_at"), cp.ExpiresAt),
 		})
 	}
 	if c.err != nil {
@@ -293,8 +313,8 @@ func decodeLogistics(body []byte, orderID string) (orderdetail.Logistics, error)
 		return orderdetail.Logistics{}, err
 	}
 	var c check
-	c.orderID("order_id", w.OrderID, orderID)
-	l := orderdetail.Logistics{Status: c.token("status", w.Status)}
+	c.orderID(top("order_id"), w.OrderID, orderID)
+	l := orderdetail.Logistics{Status: c.token(top("status"), w.Status)}
 	if w.Carrier != nil {
 		l.Carrier = *w.Carrier
 	}
@@ -302,7 +322,7 @@ func decodeLogistics(body []byte, orderID string) (orderdetail.Logistics, error)
 		l.TrackingNumber = *w.TrackingNumber
 	}
 	if w.ETA != nil {
-		eta := c.time("eta", w.ETA)
+		eta := c.time(top("eta"), w.ETA)
 		l.ETA = &eta
 	}
 	if len(w.Events) > 0 {
@@ -310,9 +330,9 @@ func decodeLogistics(body []byte, orderID string) (orderdetail.Logistics, error)
 	}
 	for i, e := range w.Events {
 		l.Events = append(l.Events, orderdetail.ShipmentEvent{
-			At:          c.time(fmt.Sprintf("events[%d].at", i), e.At),
-			Location:    c.str(fmt.Sprintf("events[%d].location", i), e.Location),
-			Description: c.nonEmpty(fmt.Sprintf("events[%d].description", i), e.Description),
+			At:          c.time(elem("events", i, "at"), e.At),
+			Location:    c.str(elem("events", i, "location"), e.Location),
+			Description: c.nonEmpty(elem("events", i, "description"), e.Description),
 		})
 	}
 	if c.err != nil {

@@ -191,8 +191,7 @@ func startService(ctx context.Context, simURL, redisURL string, edit func(*confi
 	if edit != nil {
 		edit(&cfg.Dependencies)
 		for _, name := range cfg.Dependencies.Names() {
-			d, _ := cfg.Dependencies.Get(name)
-			d.Config = d.Config.WithDefaults()
+			cfg.Dependencies.Update(name, func(d *config.Dependency) { d.Config = d.Config.WithDefaults() })
 		}
 		if err := cfg.Dependencies.Validate(cfg.Deadline); err != nil {
 			return "", nil, fmt.Errorf("scenario settings: %w", err)

@@ -26,13 +26,17 @@ func slowPath() shape {
 // breakerOff keeps a dependency's breaker from ever opening: it never
 // sees enough calls in its window to judge. The experiments use it to
 // isolate the other mechanisms (sub-budget, bulkhead, retry budget).
-func breakerOff(d *config.Dependency) { d.Breaker.MinRequests = 1_000_000_000 }
+func breakerOff(d *config.Dependencies, name string) {
+	d.Update(name, func(x *config.Dependency) { x.Breaker.MinRequests = 1_000_000_000 })
+}
 
 // onlyInventoryLimits sizes every bulkhead but inventory's to at least the
 // load's concurrency, so that inventory's is the only one that can reject.
 func onlyInventoryLimits(d *config.Dependencies, concurrency int) {
-	for _, dep := range []*config.Dependency{&d.Order, &d.Coupon, &d.Logistics, &d.Cache} {
-		dep.Bulkhead.MaxConcurrent = max(dep.Bulkhead.MaxConcurrent, concurrency)
+	for _, name := range d.Names() {
+		if name != "inventory" {
+			d.Update(name, func(x *config.Dependency) { x.Bulkhead.MaxConcurrent = max(x.Bulkhead.MaxConcurrent, concurrency) })
+		}
 	}
 }
 
@@ -49,7 +53,7 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 	linearUpTo, linear, firstSlot := 0, true, 0.0
 	for _, size := range sizes {
 		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
-			d.Inventory.Bulkhead.MaxConcurrent, d.Inventory.Bulkhead.MaxQueue = size, 0
+			d.Update("inventory", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent, x.Bulkhead.MaxQueue = size, 0 })
 			onlyInventoryLimits(d, p.Concurrency)
 		}, 0)
 		if err != nil {
@@ -125,10 +129,10 @@ func queueSweep(ctx context.Context, e *experiment) error {
 			label += ", breaker off"
 		}
 		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
-			d.Inventory.Bulkhead.MaxConcurrent, d.Inventory.Bulkhead.MaxQueue = bulkhead, q
+			d.Update("inventory", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent, x.Bulkhead.MaxQueue = bulkhead, q })
 			onlyInventoryLimits(d, p.Concurrency)
 			if noBreaker {
-				breakerOff(&d.Inventory)
+				breakerOff(d, "inventory")
 			}
 		}, 0)
 		if err != nil {
@@ -168,7 +172,7 @@ func hang(ctx context.Context, e *experiment) error {
 	hanging := studyShape()
 	hanging.faults[sim.ServiceLogistics] = sim.Fault{Hang: true}
 	delete(hanging.stalls, sim.ServiceLogistics)
-	noBreaker := func(d *config.Dependencies) { breakerOff(&d.Logistics) }
+	noBreaker := func(d *config.Dependencies) { breakerOff(d, "logistics") }
 	steps := []struct {
 		name, state string
 		kind        string
@@ -251,15 +255,15 @@ func retryStorm(ctx context.Context, e *experiment) error {
 		{"floor", "naive: 3 attempts, at once", kindFloor, 3, nil},
 		{"orderagg", "defaults: 2 attempts, budget 20 %, breaker", kindOrderagg, 0, nil},
 		{"orderagg", "2 attempts, budget 20 %, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
-			breakerOff(&d.Inventory)
+			breakerOff(d, "inventory")
 		}},
 		{"orderagg", "3 attempts, budget 20 %, breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
-			d.Inventory.Retry.MaxAttempts = 3
-			breakerOff(&d.Inventory)
+			d.Update("inventory", func(x *config.Dependency) { x.Retry.MaxAttempts = 3 })
+			breakerOff(d, "inventory")
 		}},
 		{"orderagg", "3 attempts, no budget (100 %), breaker off", kindOrderagg, 0, func(d *config.Dependencies) {
-			d.Inventory.Retry.MaxAttempts, d.Inventory.Retry.BudgetPercent = 3, 100
-			breakerOff(&d.Inventory)
+			d.Update("inventory", func(x *config.Dependency) { x.Retry.MaxAttempts, x.Retry.BudgetPercent = 3, 100 })
+			breakerOff(d, "inventory")
 		}},
 	}
 	attempts := map[string]float64{}

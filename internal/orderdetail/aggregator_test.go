@@ -124,7 +124,7 @@ func newRig(t *testing.T, cfgs map[string]resilience.Config) *rig {
 		return g
 	}
 	agg, err := New(Config{
-		Core: NewCore(guard("order"), 24*time.Hour, r.f),
+		Core: NewCore(guard("order"), 24*time.Hour, r.f.GetOrder),
 		Sections: []Dependency{
 			NewSection("inventory", guard("inventory"), time.Minute, r.f.GetInventory, UnknownInventory),
 			NewSection("coupons", guard("coupon"), 5*time.Minute, r.f.GetCoupons, NoCoupons),

@@ -6,26 +6,11 @@ import (
 	"time"
 )
 
-// Clients the aggregation needs, one per downstream. Each is keyed by the
-// order id alone so that all four calls can start at the same instant.
-//
-// Errors must be classified with the sentinels below (wrapped with %w) so that
-// the resilience guard and the fallbacks read them the same way: anything else
-// counts as a failure of the dependency.
-type (
-	OrderClient interface {
-		GetOrder(ctx context.Context, orderID string) (Order, error)
-	}
-	InventoryClient interface {
-		GetInventory(ctx context.Context, orderID string) (Inventory, error)
-	}
-	CouponClient interface {
-		GetCoupons(ctx context.Context, orderID string) (Coupons, error)
-	}
-	LogisticsClient interface {
-		GetLogistics(ctx context.Context, orderID string) (Logistics, error)
-	}
-)
+// A dependency's fetch function (see NewSection and NewCore) is keyed by the
+// order id alone, so that all calls of a page can start at the same instant.
+// Its errors must be classified with the sentinels below (wrapped with %w)
+// or with resilience.BadRequest, so that the guard and the fallbacks read
+// them the same way: anything else counts as a failure of the dependency.
 
 // ErrNotFound is returned by a client when the downstream says the thing does
 // not exist (HTTP 404). For the order it ends the request with a 404; it never

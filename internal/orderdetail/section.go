@@ -113,14 +113,16 @@ func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duratio
 }
 
 // NewCore describes the order: the section without which there is no page.
-func NewCore(guard *resilience.Guard, maxAge time.Duration, c OrderClient) Dependency {
+// fetch is called with the order id alone, like every section's; a 404 must
+// wrap ErrNotFound.
+func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error)) Dependency {
 	return Dependency{
 		name:    "order",
 		core:    true,
 		bodyKey: "data",
 		guard:   guard,
 		maxAge:  newMaxAge(maxAge),
-		fetch:   func(ctx context.Context, id string) (any, error) { return c.GetOrder(ctx, id) },
+		fetch:   func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
 		decode:  decodeAs[Order],
 	}
 }
