@@ -36,26 +36,33 @@ type Downstream struct {
 	Defaults resilience.Config
 	// CacheMaxAge is how old a last-good answer may be and still be served.
 	CacheMaxAge time.Duration
-
-	build builder
+	// New builds the section; make it with SectionOf (or CoreOf for the
+	// order).
+	New Builder
 }
 
-// builder makes a section from its client's settings.
-type builder func(section string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error)
+// Builder makes a downstream's page section, called section, from its
+// client's settings, its guard and its maximum cache age, and returns the
+// function that closes the client's idle connections.
+type Builder func(section string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error)
 
 // Build returns the downstream's page section, calling through a new client
 // configured by c and guarded by g, and the function that closes that
 // client's idle connections.
 func (d Downstream) Build(c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
-	dep, closeFn, err := d.build(d.Section, c, g, maxAge)
+	if d.New == nil {
+		return orderdetail.Dependency{}, nil, fmt.Errorf("%s: no builder registered", d.Name)
+	}
+	dep, closeFn, err := d.New(d.Section, c, g, maxAge)
 	if err != nil {
 		return orderdetail.Dependency{}, nil, fmt.Errorf("%s client: %w", d.Name, err)
 	}
 	return dep, closeFn, nil
 }
 
-// core is the builder of the order section.
-func core(api downstream.API[orderdetail.Order]) builder {
+// CoreOf is the Builder of the order section: the one without which there
+// is no page.
+func CoreOf(api downstream.API[orderdetail.Order]) Builder {
 	return func(_ string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
 		cl, err := downstream.NewClient(api, c)
 		if err != nil {
@@ -65,9 +72,11 @@ func core(api downstream.API[orderdetail.Order]) builder {
 	}
 }
 
-// section is the builder of a degradable section: its answer is a T, and
-// fallback states "unknown" in the section's own terms.
-func section[T any](api downstream.API[T], fallback func(orderdetail.Order) T) builder {
+// SectionOf is the Builder of a degradable section: its answer is a T,
+// fetched through a downstream.Client of api, and fallback states
+// "unknown" in the section's own terms when there is neither a live nor a
+// cached answer.
+func SectionOf[T any](api downstream.API[T], fallback func(orderdetail.Order) T) Builder {
 	return func(name string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
 		cl, err := downstream.NewClient(api, c)
 		if err != nil {
@@ -97,7 +106,7 @@ var downstreams = []Downstream{
 			Retry:    resilience.RetryConfig{MaxAttempts: 2},
 		},
 		CacheMaxAge: 24 * time.Hour,
-		build:       core(downstream.OrderAPI),
+		New:         CoreOf(downstream.OrderAPI),
 	},
 	{
 		// Stock is secondary (its default is "UNKNOWN", never "0") and moves
@@ -108,7 +117,7 @@ var downstreams = []Downstream{
 			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
 		},
 		CacheMaxAge: 60 * time.Second,
-		build:       section(downstream.InventoryAPI, orderdetail.UnknownInventory),
+		New:         SectionOf(downstream.InventoryAPI, orderdetail.UnknownInventory),
 	},
 	{
 		// Coupons decorate the page; an empty list is an honest default, so
@@ -119,7 +128,7 @@ var downstreams = []Downstream{
 			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
 		},
 		CacheMaxAge: 5 * time.Minute,
-		build:       section(downstream.CouponAPI, orderdetail.NoCoupons),
+		New:         SectionOf(downstream.CouponAPI, orderdetail.NoCoupons),
 	},
 	{
 		// Shipment status moves with scan events, tens of minutes apart.
@@ -129,7 +138,7 @@ var downstreams = []Downstream{
 			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
 		},
 		CacheMaxAge: 30 * time.Minute,
-		build:       section(downstream.LogisticsAPI, orderdetail.UnknownLogistics),
+		New:         SectionOf(downstream.LogisticsAPI, orderdetail.UnknownLogistics),
 	},
 }
 

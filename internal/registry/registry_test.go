@@ -28,7 +28,7 @@ func TestRegistryIsWellFormed(t *testing.T) {
 				t.Errorf("the core %q must come first, it is entry %d", d.Name, i)
 			}
 		}
-		if d.build == nil || d.CacheMaxAge <= 0 {
+		if d.New == nil || d.CacheMaxAge <= 0 {
 			t.Errorf("entry %q needs a builder and a positive cache max age", d.Name)
 		}
 		if err := d.Defaults.WithDefaults().Validate(); err != nil {
