@@ -41,6 +41,8 @@ func TestChaos(t *testing.T) {
 
 	redis := miniredis.RunT(t)
 	proxy := newChaosProxy(t, redis.Addr())
+	// Everything the service starts must be gone once it has stopped.
+	goroutinesBefore := runtime.NumGoroutine()
 	const deadline = 600 * time.Millisecond
 	s, _ := startService(t, []string{"--redis-url", "redis://" + proxy.addr() + "/0"}, func(c *config.Serve) {
 		c.Deadline = deadline
@@ -54,6 +56,7 @@ func TestChaos(t *testing.T) {
 		c.Dependencies.Update("cache", func(x *config.Dependency) { x.Breaker.SleepWindow = time.Second })
 	})
 	maxAge := map[string]time.Duration{"order": 24 * time.Hour, "inventory": time.Minute, "coupons": 5 * time.Minute, "logistics": 30 * time.Minute}
+	connsBefore := s.openConnections()
 
 	ctx, stop := context.WithTimeout(context.Background(), duration)
 	defer stop()
@@ -149,6 +152,19 @@ func TestChaos(t *testing.T) {
 	waitUntil(t, func() bool {
 		return !goroutineInside("internal/orderdetail.", "internal/resilience.", "handlers.(*orders)")
 	})
+	// The load's connections close with its client; the listener must
+	// hold no more than before the run.
+	client.CloseIdleConnections()
+	var conns float64
+	waitUntil(t, func() bool { conns = s.openConnections(); return conns <= connsBefore })
+	// And once the service has stopped, every goroutine it started (servers,
+	// pools, cache writers, simulators) has ended.
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var goroutines int
+	waitUntil(t, func() bool { goroutines = runtime.NumGoroutine(); return goroutines <= goroutinesBefore })
+	t.Logf("afterwards: %v open connections on the API listener (%v before), %d goroutines (%d before)", conns, connsBefore, goroutines, goroutinesBefore)
 }
 
 func goroutineInside(frames ...string) bool {

@@ -87,7 +87,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	simAddr := ""
 	if cfg.EmbeddedDownstreams() {
 		simSrv = sim.New(sim.WithLogger(logger.With("component", "sim")))
-		srv, addr, err := startHTTP("127.0.0.1:0", simSrv, httpTimeouts(cfg.Deadline), logger)
+		srv, addr, err := startHTTP("127.0.0.1:0", simSrv, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
 		if err != nil {
 			return fmt.Errorf("starting embedded simulators: %w", err)
 		}
@@ -195,7 +195,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		Record:      tel.RecordRequest,
 		Middleware:  []echo.MiddlewareFunc{tel.Middleware()},
 	})
-	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline), logger)
+	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
@@ -203,14 +203,20 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	// Pushed last, so it is shut down first: stop taking requests and
 	// finish those in flight before their dependencies go away.
 	closers.push("api server", apiSrv.Shutdown)
+	if err := tel.ObserveConnections("api", apiSrv.Open); err != nil {
+		return err
+	}
 
 	adminAddr := ""
 	if cfg.AdminAddr != "" {
-		adminSrv, addr, err := startHTTP(cfg.AdminAddr, handlers.NewAdmin(ctl, cfg.AdminToken, logger), httpTimeouts(cfg.Deadline), logger)
+		adminSrv, addr, err := startHTTP(cfg.AdminAddr, handlers.NewAdmin(ctl, cfg.AdminToken, logger), httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
 		if err != nil {
 			return fmt.Errorf("--admin-addr: %w", err)
 		}
 		closers.push("admin server", adminSrv.Shutdown)
+		if err := tel.ObserveConnections("admin", adminSrv.Open); err != nil {
+			return err
+		}
 		adminAddr = addr
 	}
 
@@ -253,7 +259,7 @@ func reload(cfg config.Serve, ctl *control, logger *slog.Logger) {
 func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
 	logger := newLogger(env.Stderr, cfg.SlogLevel())
 	s := sim.New(sim.WithLogger(logger))
-	srv, addr, err := startHTTP(cfg.Addr, s, httpTimeouts(0), logger)
+	srv, addr, err := startHTTP(cfg.Addr, s, httpTimeouts(0, 0), logger)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
@@ -275,9 +281,13 @@ type timeouts struct {
 }
 
 // httpTimeouts leaves a request the whole deadline to be answered, plus room
-// to write it; a client that dawdles over its headers is cut off well before.
-func httpTimeouts(deadline time.Duration) timeouts {
-	return timeouts{readHeader: 5 * time.Second, read: 10 * time.Second, write: deadline + 10*time.Second, idle: 60 * time.Second}
+// to write it; a client that dawdles over its headers is cut off after
+// readHeader (--read-header-timeout; 0 means the default 5s).
+func httpTimeouts(deadline, readHeader time.Duration) timeouts {
+	if readHeader <= 0 {
+		readHeader = 5 * time.Second
+	}
+	return timeouts{readHeader: readHeader, read: max(10*time.Second, readHeader), write: deadline + 10*time.Second, idle: 60 * time.Second}
 }
 
 // maxHeaderBytes makes the effective header limit 64 KiB: net/http allows
@@ -289,7 +299,12 @@ const maxHeaderBytes = 64<<10 - 4096
 type server struct {
 	*http.Server
 	done chan struct{}
+	open atomic.Int64 // client connections held now
 }
+
+// Open reports the client connections the server holds now: accepted and
+// not yet closed (hijacked ones are the handler's, and not counted).
+func (s *server) Open() int64 { return s.open.Load() }
 
 // Shutdown stops accepting, waits for requests in flight (bounded by ctx)
 // and for the serving goroutine.
@@ -318,6 +333,14 @@ func startHTTP(addr string, h http.Handler, t timeouts, logger *slog.Logger) (*s
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}, done: make(chan struct{})}
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			srv.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			srv.open.Add(-1)
+		}
+	}
 	go func() {
 		defer close(srv.done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -381,6 +382,80 @@ func TestEdgeErrorsAreJSON(t *testing.T) {
 			t.Errorf("%s: %d", p, a.status)
 		}
 	}
+}
+
+// openConnections reads orderagg_http_open_connections{server="api"} from
+// /metrics, on a connection of its own that it closes (and counts: the
+// scrape itself is one of them).
+func (s *service) openConnections() float64 {
+	s.t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + s.addrs.API + "/metrics")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "orderagg_http_open_connections{") && strings.Contains(line, `server="api"`) {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				s.t.Fatalf("metric line %q: %v", line, err)
+			}
+			return v
+		}
+	}
+	s.t.Fatalf("no orderagg_http_open_connections{server=\"api\"} in /metrics")
+	return 0
+}
+
+// A client that dribbles its headers is cut off after
+// --read-header-timeout, its connection released, and it delays nobody
+// else.
+func TestSlowHeaderClientIsCutOff(t *testing.T) {
+	s, _ := startService(t, []string{"--read-header-timeout", "300ms"}, nil)
+	before := s.openConnections()
+	conn, err := net.Dial("tcp", s.addrs.API)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	if _, err := conn.Write([]byte("GET /v1/orders/o-1 HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// One header byte every 50ms: never a complete request.
+	dribble := make(chan struct{})
+	go func() {
+		defer close(dribble)
+		for _, b := range []byte("X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa") {
+			if _, err := conn.Write([]byte{b}); err != nil {
+				return // cut off
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	// Meanwhile everybody else is served.
+	if a := s.get("/v1/orders/o-2"); a.status != 200 {
+		t.Fatalf("a normal request during the slow one: %d", a.status)
+	}
+	// The server closes the slow connection: reading ends (EOF, or net/http's
+	// plain-text 400/408 with Connection: close first), well before the
+	// dribble would have finished (3.3s).
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rest, _ := io.ReadAll(conn)
+	took := time.Since(start)
+	if took > 2*time.Second {
+		t.Errorf("slow client still connected after %v, want about 300ms", took)
+	}
+	if len(rest) > 0 && !strings.HasPrefix(string(rest), "HTTP/1.1 400") && !strings.HasPrefix(string(rest), "HTTP/1.1 408") {
+		t.Errorf("slow client got %q, want nothing, a 400 or a 408", rest)
+	}
+	conn.Close()
+	<-dribble
+	http.DefaultClient.CloseIdleConnections()
+	waitUntil(t, func() bool { return s.openConnections() <= before })
 }
 
 // rawStatus writes req on a new connection and returns the status code.

@@ -17,9 +17,17 @@
 // the caller's context deadline: the client is built with
 // ContextTimeoutEnabled, so the deadline becomes the socket deadline. A
 // cancellation without a deadline is noticed when the reply arrives or the
-// socket read timeout (Config.Pool.ReadTimeout) ends. go-redis retries nothing
-// by default here and dials once per command, so a down Redis fails at once
-// and the caller falls back instead of spending its budget on backoffs.
+// socket read timeout (Config.Pool.ReadTimeout) ends. On one node (or
+// Sentinel) go-redis retries nothing by default here and dials once per
+// command, so a down Redis fails at once and the caller falls back instead of
+// spending its budget on backoffs. A Redis Cluster client is different: it
+// follows slot redirects and retries a dead node or a "CLUSTERDOWN" reply up
+// to max_redirects (3) times within the deadline, so while a cluster is
+// failing a read uses its whole sub-budget (counted as a cache timeout) until
+// the cache's breaker opens — still inside the page's deadline
+// (integration/cluster_test.go measures it). Writes to a cluster go in one
+// pipeline per master, so one dead node does not fail the writes bound for
+// the others.
 //
 // # Why newest-wins in Lua
 //

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,31 @@ func (s *Store) fill(batch []writeReq) []writeReq {
 func (s *Store) writeBatch(batch []writeReq) {
 	ctx, cancel := context.WithTimeout(s.writeCtx, s.cfg.WriteTimeout)
 	defer cancel()
+	// On Redis Cluster, one pipeline per master, run side by side: go-redis's
+	// cluster pipeline waits out an unreachable master and then stamps every
+	// command of the batch with the context's error, those another master has
+	// already stored included — good writes would be counted as lost.
+	if cc, ok := s.client.(*redis.ClusterClient); ok && len(batch) > 1 {
+		groups := map[*redis.Client][]writeReq{}
+		for _, req := range batch {
+			m, _ := cc.MasterForKey(ctx, key(s.cfg.KeyPrefix, req.dep, req.orderID)) // nil on error: one group of its own
+			groups[m] = append(groups[m], req)
+		}
+		if len(groups) > 1 {
+			var wg sync.WaitGroup
+			for _, g := range groups {
+				wg.Go(func() { s.writeGroup(ctx, g) })
+			}
+			wg.Wait()
+			return
+		}
+	}
+	s.writeGroup(ctx, batch)
+}
+
+// writeGroup is writeBatch's round trip for entries of one Redis node (or a
+// single-node or Sentinel deployment).
+func (s *Store) writeGroup(ctx context.Context, batch []writeReq) {
 	limit := s.now().Add(s.cfg.MaxFutureSkew).UnixMicro()
 	keys := make([][]string, len(batch))
 	cmds := make([]*redis.Cmd, len(batch))

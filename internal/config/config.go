@@ -17,9 +17,9 @@ package config
 import (
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/registry"
 )
 
@@ -70,6 +70,12 @@ type Serve struct {
 	// settings and must never run unauthenticated.
 	AdminAddr, AdminToken string
 
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers; a slower one is disconnected. It keeps clients that
+	// dribble their headers (slowloris) from holding connections and
+	// goroutines. Default 5s: a real client sends its headers in one packet.
+	ReadHeaderTimeout time.Duration
+
 	// ShutdownTimeout bounds the graceful drain on SIGINT/SIGTERM. Default
 	// 10s: in-flight requests need at most a deadline (1.5s); the rest is for
 	// flushing telemetry and closing the cache.
@@ -87,14 +93,15 @@ type Serve struct {
 // for an empty command line and environment.
 func DefaultServe() Serve {
 	return Serve{
-		Addr:            "127.0.0.1:8080",
-		Deadline:        1500 * time.Millisecond,
-		Reserve:         100 * time.Millisecond,
-		MaxInflight:     1024,
-		ShutdownTimeout: 10 * time.Second,
-		LogLevel:        "info",
-		Dependencies:    DefaultDependencies(),
-		URLs:            map[string]string{},
+		Addr:              "127.0.0.1:8080",
+		Deadline:          1500 * time.Millisecond,
+		Reserve:           100 * time.Millisecond,
+		MaxInflight:       1024,
+		ShutdownTimeout:   10 * time.Second,
+		ReadHeaderTimeout: 5 * time.Second,
+		LogLevel:          "info",
+		Dependencies:      DefaultDependencies(),
+		URLs:              map[string]string{},
 	}
 }
 
@@ -165,6 +172,7 @@ func (s Serve) LogValue() slog.Value {
 		slog.String("config", s.ConfigFile),
 		slog.String("admin_addr", s.AdminAddr),
 		slog.String("admin_token", token),
+		slog.Duration("read_header_timeout", s.ReadHeaderTimeout),
 		slog.Duration("shutdown_timeout", s.ShutdownTimeout),
 		slog.String("log_level", s.LogLevel),
 	)...)
@@ -202,13 +210,6 @@ func slogLevel(name string) slog.Level {
 	return slog.LevelInfo
 }
 
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return u.Redacted()
-}
+// redactURL hides the passwords of a URL, in its user information and in
+// its query (Sentinel URLs carry them there), for logs.
+func redactURL(raw string) string { return cache.RedactURL(raw) }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/registry"
 )
 
@@ -149,13 +150,14 @@ func serveFlags(s *Serve) []flagSpec {
 			urlValue{store: func(v string) { s.URLs[name] = v }, load: func() string { return s.URLs[name] }, schemes: []string{"http", "https"}}})
 	}
 	return append(specs, []flagSpec{
-		{"redis-url", "URL", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", urlValue{store: func(v string) { s.RedisURL = v }, load: func() string { return s.RedisURL }, schemes: []string{"redis", "rediss"}}},
+		{"redis-url", "URL", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", urlValue{store: func(v string) { s.RedisURL = v }, load: func() string { return s.RedisURL }, schemes: []string{"redis", "rediss"}, query: true}},
 		{"deadline", "duration", "total budget of one order-detail request", durationValue{&s.Deadline}},
 		{"reserve", "duration", "part of the deadline kept back for fallbacks, assembly and encoding", durationValue{&s.Reserve}},
 		{"max-inflight", "int", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", intValue{&s.MaxInflight}},
 		{"config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP", stringValue{&s.ConfigFile}},
 		{"admin-addr", "host:port", "listen address of the admin API; empty: off", addrValue{p: &s.AdminAddr, optional: true}},
 		{"admin-token", "string", "bearer token the admin API requires (needed with --admin-addr)", stringValue{&s.AdminToken}},
+		{"read-header-timeout", "duration", "a client slower than this to send its request headers is disconnected (slowloris)", durationValue{&s.ReadHeaderTimeout}},
 		{"shutdown-timeout", "duration", "bound on the graceful drain after SIGINT/SIGTERM", durationValue{&s.ShutdownTimeout}},
 		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue{&s.LogLevel}},
 	}...)
@@ -206,6 +208,9 @@ func parse(cmd string, specs []flagSpec, args []string, getenv func(string) stri
 			continue
 		}
 		if err := sp.value.set(v); err != nil {
+			if _, isURL := sp.value.(urlValue); isURL {
+				v = cache.RedactURL(v) // never echo a password
+			}
 			return usage(fmt.Errorf("invalid value %q for --%s (%s): %w", v, sp.name, env, err))
 		}
 	}
@@ -284,6 +289,9 @@ type urlValue struct {
 	store   func(string)
 	load    func() string
 	schemes []string
+	// query allows a query string: --redis-url takes addr=, cluster=,
+	// master_name= and go-redis options there (internal/cache checks them).
+	query bool
 }
 
 func (v urlValue) set(s string) error {
@@ -301,7 +309,7 @@ func (v urlValue) set(s string) error {
 	if u.Hostname() == "" {
 		return errors.New("missing host")
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
+	if u.Fragment != "" || (u.RawQuery != "" && !v.query) {
 		return errors.New("a base URL takes no query or fragment")
 	}
 	v.store(s)

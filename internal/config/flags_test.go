@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/registry"
 )
 
 func TestMain(m *testing.M) {
@@ -33,14 +35,15 @@ func TestParseServeDefaults(t *testing.T) {
 		t.Fatalf("ParseServe(nil, nil): %v", err)
 	}
 	want := config.Serve{
-		Addr:            "127.0.0.1:8080",
-		Deadline:        1500 * time.Millisecond,
-		Reserve:         100 * time.Millisecond,
-		MaxInflight:     1024,
-		ShutdownTimeout: 10 * time.Second,
-		LogLevel:        "info",
-		Dependencies:    config.DefaultDependencies(),
-		URLs:            map[string]string{},
+		Addr:              "127.0.0.1:8080",
+		Deadline:          1500 * time.Millisecond,
+		Reserve:           100 * time.Millisecond,
+		MaxInflight:       1024,
+		ShutdownTimeout:   10 * time.Second,
+		ReadHeaderTimeout: 5 * time.Second,
+		LogLevel:          "info",
+		Dependencies:      config.DefaultDependencies(),
+		URLs:              map[string]string{},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseServe(nil, nil) =\n%+v\nwant\n%+v", got, want)
@@ -314,7 +317,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		table []config.FlagDoc
 		count int
 	}{
-		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 14},
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 11 + len(registry.Names())}, // one --NAME-url per downstream
 		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
 	}
 	for _, tc := range tests {
@@ -432,5 +435,27 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// --redis-url takes the cluster and Sentinel forms, whose seeds and options
+// are in the query, and an error or log line never shows its password.
+func TestRedisURLForms(t *testing.T) {
+	for _, u := range []string{
+		"redis://r1:6379?addr=r2:6379&addr=r3:6379",
+		"redis://r1:6379?cluster=true",
+		"redis://s1:26379?addr=s2:26379&master_name=mymaster&password=pw-hunter2",
+	} {
+		s, err := config.ParseServe([]string{"--redis-url", u}, nil)
+		if err != nil || s.RedisURL != u {
+			t.Errorf("--redis-url %s: %q, %v", u, s.RedisURL, err)
+		}
+		if logged := fmt.Sprint(s.LogValue()); strings.Contains(logged, "hunter2") {
+			t.Errorf("start-up log shows the password: %s", logged)
+		}
+	}
+	_, err := config.ParseServe([]string{"--redis-url", "redis://:pw-hunter2@cache:6379/0#frag"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--redis-url") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("bad --redis-url: %v (want an error naming the flag, without the password)", err)
 	}
 }

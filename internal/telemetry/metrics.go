@@ -37,6 +37,7 @@ const (
 	nameCacheWrites        = "orderagg_cache_writes"
 	nameCacheQueue         = "orderagg_cache_write_queue"
 	nameCacheQueueCapacity = "orderagg_cache_write_queue_capacity"
+	nameOpenConnections    = "orderagg_http_open_connections"
 	nameRequests           = "orderagg_http_requests"
 	nameRequestDuration    = "orderagg_http_request_duration"
 )
@@ -51,6 +52,7 @@ const (
 	attrOutcome    = "outcome"
 	attrStatus     = "status"
 	attrDegraded   = "degraded"
+	attrServer     = "server"
 )
 
 // Event names of orderagg_dependency_events_total beyond resilience's own
@@ -377,6 +379,26 @@ func (t *Telemetry) ObserveCache(stats func() CacheStats) error {
 	}, reads, writes, queue, capacity)
 	if err != nil {
 		return fmt.Errorf("telemetry: cache metrics: %w", err)
+	}
+	return nil
+}
+
+// ObserveConnections reports the client connections a listener holds open
+// now, labelled server=name ("api", "admin"). After a burst of load it must
+// come back down as clients go away: connections that stay are a leak, or
+// clients that never let go.
+func (t *Telemetry) ObserveConnections(name string, open func() int64) error {
+	g, err := t.meter.Int64ObservableGauge(nameOpenConnections, metric.WithUnit("{connection}"),
+		metric.WithDescription("Client connections a listener holds open now, by server."))
+	if err != nil {
+		return fmt.Errorf("telemetry: connection metrics: %w", err)
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(attribute.String(attrServer, name)))
+	if _, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, open(), set)
+		return nil
+	}, g); err != nil {
+		return fmt.Errorf("telemetry: connection metrics: %w", err)
 	}
 	return nil
 }

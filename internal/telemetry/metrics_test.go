@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,6 +243,29 @@ func TestObserveCache(t *testing.T) {
 	}
 	if got := mustSample(t, fams, "orderagg_cache_write_queue_capacity", nil); got != 1024 {
 		t.Errorf("write queue capacity = %v, want 1024", got)
+	}
+}
+
+func TestConnectionMetrics(t *testing.T) {
+	h := newHarness(t)
+	var api, admin atomic.Int64
+	api.Store(3)
+	if err := h.tel.ObserveConnections("api", api.Load); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.tel.ObserveConnections("admin", admin.Load); err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, h.tel)
+	if got := mustSample(t, fams, "orderagg_http_open_connections", map[string]string{"server": "api"}); got != 3 {
+		t.Errorf("api connections = %v, want 3", got)
+	}
+	if got := mustSample(t, fams, "orderagg_http_open_connections", map[string]string{"server": "admin"}); got != 0 {
+		t.Errorf("admin connections = %v, want 0", got)
+	}
+	api.Store(0)
+	if got := mustSample(t, scrape(t, h.tel), "orderagg_http_open_connections", map[string]string{"server": "api"}); got != 0 {
+		t.Errorf("api connections after they closed = %v, want 0", got)
 	}
 }
 

@@ -119,6 +119,9 @@ func exerciseEverything(t *testing.T, h *harness) {
 	if err := h.tel.ObserveGuards([]*resilience.Guard{g}); err != nil {
 		t.Fatal(err)
 	}
+	if err := h.tel.ObserveConnections("api", func() int64 { return 0 }); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.tel.ObserveCache(func() CacheStats { return CacheStats{} }); err != nil {
 		t.Fatal(err)
 	}
