@@ -1,39 +1,46 @@
 // Package reviews is the worked example of docs/adding-a-dependency.md: a
-// fifth downstream, "reviews", described once and registered in the
-// order-detail aggregation next to the four that ship with orderagg.
+// fifth downstream, "reviews", described in the shape it takes in the real
+// tree and built the way internal/app/serve.go builds the four that ship
+// with orderagg.
 //
-// Everything a dependency needs is here, in the shape it takes in the real
-// tree:
+// A downstream is three pieces of code, each here under the name it would
+// have in its package:
 //
-//   - its answer, Reviews, whose JSON names are public (they appear in the
-//     page under the "reviews" key);
-//   - its client: the Client interface the aggregation calls, an HTTP
-//     implementation (HTTPClient) and a function adapter for tests
-//     (ClientFunc);
-//   - its semantic default, Unknown: "we do not know the reviews", never
-//     "there are none";
-//   - its settings (DefaultSettings): sub-budget, bulkhead, breaker, retry
-//     and last-good maximum age, as a config.Dependency;
-//   - NewSection, which builds the orderdetail.Dependency that
-//     internal/app/serve.go registers with one orderdetail.NewSection call.
+//   - internal/orderdetail: its answer, Reviews, whose JSON names are public
+//     (they appear in the page under the "reviews" key), and its semantic
+//     default, Unknown (orderdetail.UnknownReviews in the real tree): "we do
+//     not know the reviews", never "there are none";
+//   - internal/downstream: API (downstream.ReviewsAPI), the service's path
+//     and a strict decoder. downstream.NewClient(API, cfg) is the whole HTTP
+//     client: transport, pool, body cap, headers and error classification
+//     come with it;
+//   - internal/registry: Entry, the one entry of the registry's list, with
+//     its default settings and the reason for each number.
+//
+// Everything else — the --reviews-url flag, ORDERAGG_REVIEWS_URL, the
+// config file's "reviews:" key, the admin API, the guard, /v1/resilience,
+// the metrics' label, the section's place in the page and the client's Close
+// — is derived from the registry entry.
 //
 // The package compiles and is tested with the rest of the module, so the
 // guide cannot describe an API that no longer exists.
 package reviews
 
 import (
-	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Name is the dependency's name: its key in the page's JSON, in the
-// --config file, in the admin API and in /v1/resilience, and the value of
-// the "dependency" attribute of its metrics.
-const Name = "reviews"
+// ---- internal/orderdetail: the answer and its semantic default ----
 
 // Reviews are the customer reviews of the order's products.
 type Reviews struct {
@@ -52,23 +59,6 @@ type Review struct {
 	At     time.Time `json:"at"`
 }
 
-// Client fetches the reviews of an order's products. Like the aggregation's
-// other clients it is keyed by the order id alone, so that every call of a
-// page starts at the same instant. Errors follow orderdetail's rules: wrap
-// orderdetail.ErrNotFound for a 404, mark the caller's mistakes with
-// resilience.BadRequest; anything else counts against the dependency.
-type Client interface {
-	GetReviews(ctx context.Context, orderID string) (Reviews, error)
-}
-
-// ClientFunc adapts a function to Client (fakes in tests).
-type ClientFunc func(ctx context.Context, orderID string) (Reviews, error)
-
-// GetReviews calls f.
-func (f ClientFunc) GetReviews(ctx context.Context, orderID string) (Reviews, error) {
-	return f(ctx, orderID)
-}
-
 // Unknown is the semantic default when the reviews service cannot answer and
 // no recent copy is cached: no reviews listed and the average unknown
 // (null). It must not say "no reviews" with an average of 0: the section's
@@ -77,25 +67,190 @@ func Unknown(orderdetail.Order) Reviews {
 	return Reviews{Items: []Review{}, Average: nil}
 }
 
-// DefaultSettings are the dependency's built-in settings, the entry it gets
-// in config.DefaultDependencies. Reviews decorate the page like coupons: a
-// small sub-budget (250ms), the usual bulkhead of 50 (Little's law: 250 req/s
-// × 100ms tail × 2 headroom) and, since reviews change slowly, a last-good
-// copy may be served for up to 10 minutes. Everything else keeps the
-// resilience defaults (breaker, one retry, no hedging).
-func DefaultSettings() config.Dependency {
-	return config.Dependency{
-		Config: resilience.Config{
-			Timeout:  250 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
-		}.WithDefaults(),
-		CacheMaxAge: 10 * time.Minute,
+// ---- internal/downstream: the API ----
+
+// API is the reviews service's HTTP API:
+//
+//	GET {base}/reviews/v1/orders/{id}/reviews
+//	200 {"order_id":"o-1","reviews":[{"sku","author","rating","text","at"}],"average":4.5}
+//
+// Its answer has a non-nil Items and, when there are reviews, their Average.
+// downstream.NewClient(API, cfg) calls it; the errors are classified by
+// internal/downstream like every other client's (a 404 wraps
+// orderdetail.ErrNotFound and is the caller's fault, 5xx, 408, 429,
+// transport errors and malformed bodies count against the dependency).
+var API = downstream.API[Reviews]{
+	Name:   "reviews",
+	Path:   func(id string) string { return "/reviews/v1/orders/" + url.PathEscape(id) + "/reviews" },
+	Decode: decodeReviews,
+}
+
+// The wire document, as pointers so that a missing or null field can be
+// told from a zero one. Unknown fields are ignored; json.Unmarshal rejects
+// invalid JSON, trailing data and wrong types.
+type wireReviews struct {
+	OrderID *string      `json:"order_id"`
+	Reviews []wireReview `json:"reviews"`
+	Average *float64     `json:"average"`
+}
+
+type wireReview struct {
+	SKU    *string    `json:"sku"`
+	Author *string    `json:"author"`
+	Rating *int       `json:"rating"`
+	Text   *string    `json:"text"`
+	At     *time.Time `json:"at"`
+}
+
+// averageTolerance is how far a sent average may be from the ratings' mean:
+// the service rounds it to one decimal.
+const averageTolerance = 0.05
+
+// decodeReviews checks the answer for orderID field by field: a 200 that is
+// not what the service promises is a failure (downstream.ErrMalformed),
+// never a page with invented values. order_id must be the requested id;
+// reviews must be a list; each review needs a non-empty sku, an author and
+// a text (either may be empty: anonymous, or a rating without words), a
+// rating of 1 to 5 and a time. average is optional: when sent it must agree
+// with the ratings (and be absent or null when there are none); when not
+// sent it is computed.
+func decodeReviews(body []byte, orderID string) (Reviews, error) {
+	var w wireReviews
+	if err := json.Unmarshal(body, &w); err != nil {
+		return Reviews{}, fmt.Errorf("%w: %v", downstream.ErrMalformed, err)
+	}
+	var c check
+	c.orderID(top("order_id"), w.OrderID, orderID)
+	c.list("reviews", w.Reviews == nil)
+	out := Reviews{Items: make([]Review, 0, len(w.Reviews))}
+	sum := 0
+	for i, r := range w.Reviews {
+		rv := Review{
+			SKU:    c.nonEmpty(elem("reviews", i, "sku"), r.SKU),
+			Author: c.str(elem("reviews", i, "author"), r.Author),
+			Rating: c.between(elem("reviews", i, "rating"), r.Rating, 1, 5),
+			Text:   c.str(elem("reviews", i, "text"), r.Text),
+			At:     c.time(elem("reviews", i, "at"), r.At),
+		}
+		out.Items = append(out.Items, rv)
+		sum += rv.Rating
+	}
+	if n := len(out.Items); n > 0 {
+		mean := float64(sum) / float64(n)
+		switch {
+		case w.Average == nil:
+			out.Average = &mean
+		case math.Abs(*w.Average-mean) > averageTolerance:
+			c.fail("average %g is not the ratings' mean %.2f", *w.Average, mean)
+		default:
+			out.Average = w.Average // the service's rounding
+		}
+	} else if w.Average != nil {
+		c.fail("average %g without reviews", *w.Average)
+	}
+	if c.err != nil {
+		return Reviews{}, c.err
+	}
+	return out, nil
+}
+
+// check collects the first rule a body breaks, so a decoder reads as a list
+// of field rules. It copies the helpers of internal/downstream's decode.go
+// (check, top, elem, str, nonEmpty, orderID, time, list), which the real
+// decoder uses directly; they are unexported, hence this copy. between is
+// atLeast with an upper bound. A field's name is formatted only when a rule
+// fails.
+type check struct{ err error }
+
+type field struct {
+	list string // the list's key; empty for a top-level field
+	i    int
+	key  string
+}
+
+func top(key string) field                      { return field{key: key} }
+func elem(list string, i int, key string) field { return field{list: list, i: i, key: key} }
+
+func (f field) String() string {
+	if f.list == "" {
+		return f.key
+	}
+	return f.list + "[" + strconv.Itoa(f.i) + "]." + f.key
+}
+
+func (c *check) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %s", downstream.ErrMalformed, fmt.Sprintf(format, args...))
 	}
 }
 
-// NewSection describes the reviews section of the page: this is the one
-// call internal/app/serve.go makes to register the dependency, given the
-// guard built from its settings and its client.
-func NewSection(guard *resilience.Guard, maxAge time.Duration, c Client) orderdetail.Dependency {
-	return orderdetail.NewSection(Name, guard, maxAge, c.GetReviews, Unknown)
+func (c *check) str(name field, p *string) string {
+	if p == nil {
+		c.fail("%s is missing", name)
+		return ""
+	}
+	return *p
+}
+
+func (c *check) nonEmpty(name field, p *string) string {
+	s := c.str(name, p)
+	if p != nil && s == "" {
+		c.fail("%s is empty", name)
+	}
+	return s
+}
+
+func (c *check) orderID(name field, p *string, want string) {
+	if got := c.nonEmpty(name, p); p != nil && got != "" && got != want {
+		c.fail("%s %q is not the requested %q", name, got, want)
+	}
+}
+
+func (c *check) between(name field, p *int, lo, hi int) int {
+	if p == nil {
+		c.fail("%s is missing", name)
+		return 0
+	}
+	if *p < lo || *p > hi {
+		c.fail("%s is %d, not %d to %d", name, *p, lo, hi)
+	}
+	return *p
+}
+
+func (c *check) time(name field, p *time.Time) time.Time {
+	if p == nil {
+		c.fail("%s is missing", name)
+		return time.Time{}
+	}
+	if p.IsZero() {
+		c.fail("%s is the zero time", name)
+	}
+	return *p
+}
+
+func (c *check) list(name string, isNil bool) {
+	if isNil {
+		c.fail("%s is missing", name)
+	}
+}
+
+// ---- internal/registry: the entry ----
+
+// Entry is the reviews downstream's entry, exactly as it would be appended
+// to the registry's list (internal/registry/registry.go), after logistics:
+// the page shows sections in the list's order.
+var Entry = registry.Downstream{
+	// Reviews decorate the page like coupons, and "unknown" (no list, no
+	// average) is an honest default: a small sub-budget, 250ms, and the
+	// usual 50 slots (Little's law: 250 req/s × 100ms tail × 2 headroom).
+	// The breaker, one retry and no hedging are the resilience defaults.
+	// Reviews change over hours, not seconds, so a copy up to 10 minutes
+	// old is still honest.
+	Name: "reviews", Section: "reviews",
+	Defaults: resilience.Config{
+		Timeout:  250 * time.Millisecond,
+		Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
+	},
+	CacheMaxAge: 10 * time.Minute,
+	New:         registry.SectionOf(API, Unknown),
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orderagg/orderagg/examples/reviews"
+	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -27,13 +31,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // reviewsService is a fake reviews service whose behaviour a test switches.
 type reviewsService struct {
-	mode atomic.Value // "ok", "fail", "hang", "garbage", "404"
-	srv  *httptest.Server
+	mode     atomic.Value // "ok", "fail", "hang", "garbage", "html", "404"
+	calls    atomic.Int64 // requests for a review path
+	lastPath atomic.Value // the escaped path of the last one
+	srv      *httptest.Server
 }
 
 func newReviewsService(t *testing.T) *reviewsService {
 	rs := &reviewsService{}
 	rs.mode.Store("ok")
+	rs.lastPath.Store("")
 	rs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := strings.CutPrefix(r.URL.Path, "/reviews/v1/orders/")
 		id, ok2 := strings.CutSuffix(id, "/reviews")
@@ -41,6 +48,8 @@ func newReviewsService(t *testing.T) *reviewsService {
 			http.NotFound(w, r)
 			return
 		}
+		rs.calls.Add(1)
+		rs.lastPath.Store(r.URL.EscapedPath())
 		switch rs.mode.Load() {
 		case "fail":
 			http.Error(w, `{"error":{"code":"INTERNAL","message":"boom"}}`, http.StatusInternalServerError)
@@ -51,9 +60,13 @@ func newReviewsService(t *testing.T) *reviewsService {
 		case "404":
 			http.NotFound(w, r)
 			return
+		case "html":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html>maintenance</html>")
+			return
 		case "garbage":
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"order_id":%q,"reviews":[{"sku":"SKU-1","rating":9,"at":"2026-01-02T03:04:05Z"}]}`, id)
+			fmt.Fprintf(w, `{"order_id":%q,"reviews":[{"sku":"SKU-1","author":"Ana","rating":9,"text":"","at":"2026-01-02T03:04:05Z"}]}`, id)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -89,12 +102,6 @@ func (s *memStore) Put(dep, id string, e orderdetail.CacheEntry, _ time.Duration
 	}
 }
 
-type orderFunc func(ctx context.Context, id string) (orderdetail.Order, error)
-
-func (f orderFunc) GetOrder(ctx context.Context, id string) (orderdetail.Order, error) {
-	return f(ctx, id)
-}
-
 func guard(t *testing.T, name string, cfg resilience.Config) *resilience.Guard {
 	t.Helper()
 	g, err := resilience.New(name, cfg)
@@ -105,26 +112,35 @@ func guard(t *testing.T, name string, cfg resilience.Config) *resilience.Guard {
 }
 
 // page builds the aggregation as internal/app/serve.go does — the core, and
-// the reviews section registered next to it with one NewSection call — puts
+// the reviews section built from its registry entry (Entry.Build with a
+// client configuration, a guard and the entry's maximum cache age) — puts
 // the public HTTP API in front of it, and returns a function that fetches
 // one page's JSON.
-func page(t *testing.T, c reviews.Client) func(id string) (int, http.Header, map[string]json.RawMessage) {
+func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[string]json.RawMessage) {
 	t.Helper()
-	settings := reviews.DefaultSettings()
+	settings := reviews.Entry.Defaults
 	settings.Timeout = 100 * time.Millisecond // keep the hang test quick
-	order := orderFunc(func(_ context.Context, id string) (orderdetail.Order, error) {
-		return orderdetail.Order{ID: id, Status: "PAID", Currency: "EUR", Items: []orderdetail.OrderItem{{SKU: "SKU-1", Quantity: 1}, {SKU: "SKU-2", Quantity: 2}}}, nil
-	})
-	core := orderdetail.NewCore(guard(t, "order", resilience.Config{Timeout: time.Second}), time.Hour, order)
 
-	// The registration: one line in serve.go's sections.
-	section := reviews.NewSection(guard(t, reviews.Name, settings.Config), settings.CacheMaxAge, c)
+	// What serve.go's loop over registry.Downstreams() does for the entry.
+	section, closeClient, err := reviews.Entry.Build(downstream.Config{BaseURL: baseURL},
+		guard(t, reviews.Entry.Name, settings), reviews.Entry.CacheMaxAge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeClient)
+	if section.Name() != reviews.Entry.Section || section.MaxAge() != 10*time.Minute {
+		t.Fatalf("section %q, max age %v", section.Name(), section.MaxAge())
+	}
 
+	core := orderdetail.NewCore(guard(t, "order", resilience.Config{Timeout: time.Second}), time.Hour,
+		func(_ context.Context, id string) (orderdetail.Order, error) {
+			return orderdetail.Order{ID: id, Status: "PAID", Currency: "EUR", Items: []orderdetail.OrderItem{{SKU: "SKU-1", Quantity: 1}, {SKU: "SKU-2", Quantity: 2}}}, nil
+		})
 	agg, err := orderdetail.New(orderdetail.Config{
 		Core:       core,
 		Sections:   []orderdetail.Dependency{section},
 		Store:      &memStore{m: map[string]orderdetail.CacheEntry{}},
-		CacheGuard: guard(t, "cache", resilience.Config{Timeout: 50 * time.Millisecond}),
+		CacheGuard: guard(t, config.NameCache, resilience.Config{Timeout: 50 * time.Millisecond}),
 		Reserve:    50 * time.Millisecond,
 	})
 	if err != nil {
@@ -154,9 +170,9 @@ type sectionJSON struct {
 
 func reviewsOf(t *testing.T, body map[string]json.RawMessage) (sectionJSON, string) {
 	t.Helper()
-	raw, ok := body[reviews.Name]
+	raw, ok := body[reviews.Entry.Section]
 	if !ok {
-		t.Fatalf("the page has no %q section: %v", reviews.Name, body)
+		t.Fatalf("the page has no %q section: %v", reviews.Entry.Section, body)
 	}
 	var s sectionJSON
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -167,26 +183,39 @@ func reviewsOf(t *testing.T, body map[string]json.RawMessage) (sectionJSON, stri
 
 func TestPageGainsALiveReviewsSection(t *testing.T) {
 	rs := newReviewsService(t)
-	get := page(t, &reviews.HTTPClient{BaseURL: rs.srv.URL})
+	get := page(t, rs.srv.URL)
 	status, header, body := get("o-1")
 	if status != http.StatusOK || string(body["degraded"]) != "false" || header.Get("Cache-Control") != "" {
 		t.Fatalf("%d degraded=%s cache-control=%q", status, body["degraded"], header.Get("Cache-Control"))
 	}
 	s, raw := reviewsOf(t, body)
-	if s.Source != "live" || s.Degraded || s.Reason != "" || len(s.Items) != 2 || s.Average == nil || *s.Average != 4.5 {
+	// The service sent no average: the decoder computed it.
+	if s.Source != "live" || s.Degraded || s.Reason != "" || s.AsOf != "" || len(s.Items) != 2 || s.Average == nil || *s.Average != 4.5 {
 		t.Fatalf("reviews section %s", raw)
 	}
-	if s.Items[0].Author != "Ana" || s.Items[1].Rating != 4 {
+	if s.Items[0].Author != "Ana" || s.Items[1].Rating != 4 || s.Items[1].At.IsZero() {
 		t.Fatalf("items %+v", s.Items)
+	}
+	if got := rs.lastPath.Load(); got != "/reviews/v1/orders/o-1/reviews" {
+		t.Fatalf("path %q", got)
 	}
 }
 
 func TestPageFallsBackToUnknownReviews(t *testing.T) {
-	for mode, reason := range map[string]string{"fail": "FAILURE", "hang": "TIMEOUT", "garbage": "FAILURE", "404": "FAILURE"} {
+	for mode, want := range map[string]struct {
+		reason string
+		calls  int64
+	}{
+		"fail":    {"FAILURE", 2}, // a failure: retried once, the default
+		"garbage": {"FAILURE", 2}, // a malformed body is a failure too
+		"html":    {"FAILURE", 2}, // so is a body that is not JSON
+		"hang":    {"TIMEOUT", 1}, // the sub-budget is spent: no retry
+		"404":     {"FAILURE", 1}, // the caller's fault: never retried
+	} {
 		t.Run(mode, func(t *testing.T) {
 			rs := newReviewsService(t)
 			rs.mode.Store(mode)
-			get := page(t, &reviews.HTTPClient{BaseURL: rs.srv.URL})
+			get := page(t, rs.srv.URL)
 			start := time.Now()
 			status, header, body := get("o-2") // never answered live: no last-good copy
 			if took := time.Since(start); took > time.Second {
@@ -197,9 +226,12 @@ func TestPageFallsBackToUnknownReviews(t *testing.T) {
 			}
 			_, raw := reviewsOf(t, body)
 			// The semantic default, exactly: no reviews listed, average unknown.
-			want := `{"source":"fallback","degraded":true,"reason":"` + reason + `","items":[],"average":null}`
-			if raw != want {
-				t.Fatalf("reviews section\n got %s\nwant %s", raw, want)
+			wantRaw := `{"source":"fallback","degraded":true,"reason":"` + want.reason + `","items":[],"average":null}`
+			if raw != wantRaw {
+				t.Fatalf("reviews section\n got %s\nwant %s", raw, wantRaw)
+			}
+			if n := rs.calls.Load(); n != want.calls {
+				t.Fatalf("%d calls to the service, want %d", n, want.calls)
 			}
 			var order struct {
 				Source string `json:"source"`
@@ -213,12 +245,15 @@ func TestPageFallsBackToUnknownReviews(t *testing.T) {
 
 func TestPageServesLastGoodReviews(t *testing.T) {
 	rs := newReviewsService(t)
-	get := page(t, &reviews.HTTPClient{BaseURL: rs.srv.URL})
+	get := page(t, rs.srv.URL)
 	if _, _, body := get("o-3"); string(body["degraded"]) != "false" {
 		t.Fatalf("warm-up degraded: %s", body["degraded"])
 	}
 	rs.mode.Store("fail")
-	_, _, body := get("o-3")
+	status, header, body := get("o-3")
+	if status != http.StatusOK || string(body["degraded"]) != "true" || header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("%d degraded=%s cache-control=%q", status, body["degraded"], header.Get("Cache-Control"))
+	}
 	s, raw := reviewsOf(t, body)
 	if s.Source != "cache" || !s.Degraded || s.Reason != "FAILURE" || s.AsOf == "" || len(s.Items) != 2 || s.Average == nil || *s.Average != 4.5 {
 		t.Fatalf("reviews section %s", raw)
@@ -228,69 +263,204 @@ func TestPageServesLastGoodReviews(t *testing.T) {
 	}
 }
 
-func TestFakeClient(t *testing.T) {
-	calls := 0
-	get := page(t, reviews.ClientFunc(func(context.Context, string) (reviews.Reviews, error) {
-		calls++
-		return reviews.Reviews{}, errors.New("down")
-	}))
-	_, _, body := get("o-4")
-	if s, raw := reviewsOf(t, body); s.Source != "fallback" || s.Average != nil || s.Items == nil || len(s.Items) != 0 {
-		t.Fatalf("reviews section %s", raw)
-	}
-	if calls != 2 { // one retry, the default for a failure
-		t.Fatalf("%d calls, want 2", calls)
-	}
-}
-
-func TestHTTPClientClassifiesErrors(t *testing.T) {
+// The client is downstream.NewClient(API, cfg): the example writes no HTTP
+// code, yet its errors are classified like every other client's.
+func TestClientOfAPI(t *testing.T) {
 	rs := newReviewsService(t)
-	c := &reviews.HTTPClient{BaseURL: rs.srv.URL}
+	c, err := downstream.NewClient(reviews.API, downstream.Config{BaseURL: rs.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	ctx := context.Background()
 
-	rs.mode.Store("404")
-	_, err := c.GetReviews(ctx, "o-5")
-	if !errors.Is(err, orderdetail.ErrNotFound) || resilience.KindOf(err) != resilience.KindBadRequest {
-		t.Errorf("404: %v (kind %v): want not found, the caller's fault", err, resilience.KindOf(err))
+	// The path escapes the id (the page's ids never need it, other callers'
+	// might).
+	if got := reviews.API.Path("o 1/x"); got != "/reviews/v1/orders/o%201%2Fx/reviews" {
+		t.Errorf("Path = %q", got)
 	}
-	rs.mode.Store("fail")
-	if _, err := c.GetReviews(ctx, "o-5"); resilience.KindOf(err) != resilience.KindFailure {
-		t.Errorf("500: %v (kind %v): want a failure", err, resilience.KindOf(err))
+	r, err := c.Get(ctx, "o 1/x")
+	if err != nil || len(r.Items) != 2 || rs.lastPath.Load() != "/reviews/v1/orders/o%201%2Fx/reviews" {
+		t.Errorf("escaped id: %+v, %v, path %q", r, err, rs.lastPath.Load())
 	}
-	rs.mode.Store("garbage")
-	if _, err := c.GetReviews(ctx, "o-5"); !errors.Is(err, reviews.ErrMalformed) || resilience.KindOf(err) != resilience.KindFailure {
-		t.Errorf("bad rating: %v: want malformed, a failure", err)
+
+	for mode, want := range map[string]struct {
+		is   error
+		kind resilience.Kind
+	}{
+		"404":     {orderdetail.ErrNotFound, resilience.KindBadRequest},
+		"fail":    {nil, resilience.KindFailure},
+		"garbage": {downstream.ErrMalformed, resilience.KindFailure},
+		"html":    {downstream.ErrMalformed, resilience.KindFailure},
+	} {
+		rs.mode.Store(mode)
+		_, err := c.Get(ctx, "o-5")
+		if err == nil || (want.is != nil && !errors.Is(err, want.is)) || resilience.KindOf(err) != want.kind {
+			t.Errorf("%s: %v (kind %v): want %v, kind %v", mode, err, resilience.KindOf(err), want.is, want.kind)
+		}
 	}
 	rs.mode.Store("hang")
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	if _, err := c.GetReviews(tctx, "o-5"); resilience.KindOf(err) != resilience.KindDeadline {
+	if _, err := c.Get(tctx, "o-5"); resilience.KindOf(err) != resilience.KindDeadline {
 		t.Errorf("hang: %v (kind %v): want the caller's deadline", err, resilience.KindOf(err))
-	}
-	// A body for another order is not an answer for this one.
-	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"order_id":"o-other","reviews":[]}`)
-	}))
-	defer other.Close()
-	if _, err := (&reviews.HTTPClient{BaseURL: other.URL}).GetReviews(ctx, "o-5"); !errors.Is(err, reviews.ErrMalformed) {
-		t.Errorf("wrong order: %v", err)
 	}
 }
 
-func TestDefaultSettings(t *testing.T) {
-	d := reviews.DefaultSettings()
+func TestDecodeAccepts(t *testing.T) {
+	const at = `"at":"2026-01-02T03:04:05Z"`
+	for name, tc := range map[string]struct {
+		body    string
+		items   int
+		average *float64
+	}{
+		"no reviews":            {`{"order_id":"o-1","reviews":[]}`, 0, nil},
+		"no reviews, null avg":  {`{"order_id":"o-1","reviews":[],"average":null}`, 0, nil},
+		"average computed":      {`{"order_id":"o-1","reviews":[{"sku":"A","author":"Ana","rating":5,"text":"",` + at + `},{"sku":"B","author":"","rating":2,"text":"meh",` + at + `}]}`, 2, ptr(3.5)},
+		"average sent, rounded": {`{"order_id":"o-1","reviews":[{"sku":"A","author":"a","rating":5,"text":"",` + at + `},{"sku":"A","author":"b","rating":5,"text":"",` + at + `},{"sku":"B","author":"c","rating":4,"text":"",` + at + `}],"average":4.7}`, 3, ptr(4.7)},
+		"unknown fields":        {`{"order_id":"o-1","page":1,"reviews":[{"sku":"A","author":"Ana","rating":1,"text":"",` + at + `,"helpful":3}]}`, 1, ptr(1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := reviews.API.Decode([]byte(tc.body), "o-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Items == nil || len(r.Items) != tc.items {
+				t.Fatalf("items %#v, want %d", r.Items, tc.items)
+			}
+			if (r.Average == nil) != (tc.average == nil) || r.Average != nil && *r.Average != *tc.average {
+				t.Fatalf("average %v, want %v", fmtPtr(r.Average), fmtPtr(tc.average))
+			}
+		})
+	}
+}
+
+// A 200 that is not what the service promises is a failure of the
+// dependency, never a page with invented values.
+func TestDecodeRejects(t *testing.T) {
+	review := func(fields string) string {
+		return `{"order_id":"o-1","reviews":[{` + fields + `}]}`
+	}
+	const ok = `"sku":"A","author":"Ana","text":"",`
+	const at = `"at":"2026-01-02T03:04:05Z"`
+	for name, tc := range map[string]struct{ body, says string }{
+		"wrong order id":       {`{"order_id":"o-2","reviews":[]}`, `order_id "o-2" is not the requested "o-1"`},
+		"no order id":          {`{"reviews":[]}`, "order_id is missing"},
+		"empty order id":       {`{"order_id":"","reviews":[]}`, "order_id is empty"},
+		"no reviews list":      {`{"order_id":"o-1"}`, "reviews is missing"},
+		"null reviews list":    {`{"order_id":"o-1","reviews":null}`, "reviews is missing"},
+		"rating 0":             {review(ok + `"rating":0,` + at), "reviews[0].rating is 0, not 1 to 5"},
+		"rating 6":             {review(ok + `"rating":6,` + at), "reviews[0].rating is 6, not 1 to 5"},
+		"no rating":            {review(ok + at), "reviews[0].rating is missing"},
+		"no time":              {review(ok + `"rating":4`), "reviews[0].at is missing"},
+		"null time":            {review(ok + `"rating":4,"at":null`), "reviews[0].at is missing"},
+		"zero time":            {review(ok + `"rating":4,"at":"0001-01-01T00:00:00Z"`), "reviews[0].at is the zero time"},
+		"no sku":               {review(`"author":"Ana","text":"","rating":4,` + at), "reviews[0].sku is missing"},
+		"empty sku":            {review(`"sku":"","author":"Ana","text":"","rating":4,` + at), "reviews[0].sku is empty"},
+		"no author":            {review(`"sku":"A","text":"","rating":4,` + at), "reviews[0].author is missing"},
+		"no text":              {review(`"sku":"A","author":"Ana","rating":4,` + at), "reviews[0].text is missing"},
+		"rating as a string":   {review(ok + `"rating":"5",` + at), "cannot unmarshal"},
+		"rating as a fraction": {review(ok + `"rating":4.5,` + at), "cannot unmarshal"},
+		"time not a time":      {review(ok + `"rating":4,"at":"yesterday"`), "yesterday"},
+		"order id a number":    {`{"order_id":1,"reviews":[]}`, "cannot unmarshal"},
+		"reviews an object":    {`{"order_id":"o-1","reviews":{}}`, "cannot unmarshal"},
+		"average a string":     {`{"order_id":"o-1","reviews":[],"average":"4.5"}`, "cannot unmarshal"},
+		"average inconsistent": {`{"order_id":"o-1","reviews":[{` + ok + `"rating":5,` + at + `}],"average":4.5}`, "average 4.5 is not the ratings' mean 5.00"},
+		"average, no reviews":  {`{"order_id":"o-1","reviews":[],"average":0}`, "average 0 without reviews"},
+		"not JSON":             {`<html>`, "invalid character"},
+		"trailing data":        {`{"order_id":"o-1","reviews":[]} {}`, "invalid character"},
+		"empty body":           {``, "unexpected end"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := reviews.API.Decode([]byte(tc.body), "o-1")
+			if !errors.Is(err, downstream.ErrMalformed) {
+				t.Fatalf("Decode(%s) = %+v, %v: want ErrMalformed", tc.body, r, err)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("error %q does not say %q", err, tc.says)
+			}
+			if r.Items != nil || r.Average != nil {
+				t.Fatalf("a rejected body still gave %+v", r)
+			}
+		})
+	}
+}
+
+// The entry follows the registry's rules (registry_test.go's
+// TestRegistryIsWellFormed) and could be appended to its list as it is.
+func TestEntryFitsTheRegistry(t *testing.T) {
+	e := reviews.Entry
+	if e.Name != "reviews" || e.Section != "reviews" || e.Core || e.New == nil || e.CacheMaxAge != 10*time.Minute {
+		t.Fatalf("entry %+v", e)
+	}
+	name := regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
+	if !name.MatchString(e.Name) || !name.MatchString(e.Section) || e.Name == config.NameCache {
+		t.Fatalf("name %q, section %q", e.Name, e.Section)
+	}
+	if e.Name != reviews.API.Name {
+		t.Fatalf("entry %q, API %q: the client's errors and transport label must name the guard", e.Name, reviews.API.Name)
+	}
+	for _, d := range registry.Downstreams() {
+		if d.Name == e.Name {
+			continue // already registered
+		}
+		if d.Section == e.Section {
+			t.Errorf("section %q is %q's already", e.Section, d.Name)
+		}
+	}
+	// A client configuration that config would refuse is refused here too.
+	if _, _, err := e.Build(downstream.Config{BaseURL: "ftp://reviews"}, guard(t, e.Name, e.Defaults), e.CacheMaxAge); err == nil || !strings.Contains(err.Error(), "reviews client") {
+		t.Errorf("Build with an ftp URL: %v", err)
+	}
+}
+
+// The entry's defaults pass the rules internal/config applies to every
+// downstream at start-up, on a SIGHUP reload and on an admin PATCH.
+func TestEntryDefaultsPassConfigRules(t *testing.T) {
+	const deadline = 1500 * time.Millisecond // --deadline's default
+	d := config.Dependency{Config: reviews.Entry.Defaults.WithDefaults(), CacheMaxAge: reviews.Entry.CacheMaxAge}
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// The rules config.Dependencies.Validate applies to every downstream.
-	if d.Timeout >= 1500*time.Millisecond || d.CacheMaxAge <= 0 {
-		t.Fatalf("timeout %v, cache_max_age %v", d.Timeout, d.CacheMaxAge)
+	// Dependencies.Validate(deadline) knows only registered names, and its
+	// rules for a downstream do not depend on which one it is: put the
+	// entry's settings in each downstream's place and validate the whole set.
+	for _, name := range registry.Names() {
+		deps := config.DefaultDependencies()
+		deps.Set(name, d)
+		if err := deps.Validate(deadline); err != nil {
+			t.Errorf("in %s's place: %v", name, err)
+		}
+		// The check is not vacuous: a sub-budget as long as the page fails.
+		bad := deps
+		bad.Update(name, func(x *config.Dependency) { x.Timeout = deadline })
+		if err := bad.Validate(deadline); err == nil || !strings.Contains(err.Error(), "dependencies."+name+".timeout") {
+			t.Errorf("a %v timeout in %s's place: %v", deadline, name, err)
+		}
+	}
+	// The same rules, spelled out.
+	cache, _ := config.DefaultDependencies().Get(config.NameCache)
+	if d.Timeout >= deadline || d.CacheMaxAge <= 0 || d.FallbackTimeout <= cache.Timeout {
+		t.Fatalf("timeout %v, cache_max_age %v, fallback_timeout %v (cache timeout %v)", d.Timeout, d.CacheMaxAge, d.FallbackTimeout, cache.Timeout)
+	}
+	// What the entry leaves to the resilience defaults: one retry, the
+	// breaker, no hedging.
+	if d.Bulkhead.MaxConcurrent != 50 || d.Retry.MaxAttempts != 2 || d.Hedge.Enabled {
+		t.Fatalf("settings %+v", d.Config)
 	}
 	// The guard accepts them, and the admin API shows them keyed like the
 	// --config file.
-	guard(t, reviews.Name, d.Config)
+	guard(t, reviews.Entry.Name, d.Config)
 	if s := d.Settings(); s["timeout"] != "250ms" || s["cache_max_age"] != "10m" {
 		t.Fatalf("settings %v", s)
 	}
+}
+
+func ptr(f float64) *float64 { return &f }
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
 }
