@@ -206,7 +206,7 @@ func specs() []spec {
 		{name: "cpuprofile", typ: "file", help: "with --scenario: write a CPU profile of the whole experiment (load, simulator and aggregators share the process) for go tool pprof",
 			def: func(o Options) string { return o.CPUProfile },
 			set: func(o *Options, s string) error { o.CPUProfile = s; return nil }},
-		{name: "redis-url", typ: "URL", help: "with --scenario: the last-good cache of the in-process orderagg; empty: embedded, as in demo mode",
+		{name: "redis-url", typ: "URL", help: "with --scenario: the last-good cache of the in-process orderagg; empty: a redis-server child process when one is on PATH, else embedded",
 			def: func(o Options) string { return o.RedisURL },
 			set: func(o *Options, s string) error {
 				u, err := url.Parse(s)

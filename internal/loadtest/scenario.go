@@ -65,13 +65,15 @@ type experiment struct {
 // Report is what a scenario prints: the table for people, and with --json
 // the whole object, every step's full summary included.
 type Report struct {
-	Scenario string     `json:"scenario"`
-	About    string     `json:"about"`
-	Command  string     `json:"command"`
-	Machine  Machine    `json:"machine"`
-	Load     string     `json:"load"`
-	Columns  []string   `json:"columns"`
-	Rows     [][]string `json:"rows"`
+	Scenario string  `json:"scenario"`
+	About    string  `json:"about"`
+	Command  string  `json:"command"`
+	Machine  Machine `json:"machine"`
+	// Cache says what held the in-process orderagg's last-good cache.
+	Cache   string     `json:"cache"`
+	Load    string     `json:"load"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
 	// Findings are the headline figures, computed from steps of the same
 	// run.
 	Findings []string `json:"findings"`
@@ -224,6 +226,23 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 		}
 		defer pprof.StopCPUProfile()
 	}
+	switch {
+	case o.RedisURL != "":
+		e.report.Cache = "--redis-url " + o.RedisURL
+	default:
+		rs, err := startRedisServer(ctx)
+		switch {
+		case errors.Is(err, errNoRedisServer):
+			e.report.Cache = "embedded (no redis-server on PATH): its Lua interpreter runs in orderagg's process and inflates its CPU per page"
+		case err != nil:
+			fmt.Fprintf(stderr, "orderagg loadtest: %v\n", err)
+			return 1
+		default:
+			defer rs.stop()
+			e.o.RedisURL = rs.url
+			e.report.Cache = fmt.Sprintf("redis-server %s, a child process on %s, as a deployment has (give --redis-url to use another)", rs.version, strings.TrimPrefix(rs.url, "redis://"))
+		}
+	}
 	err := sc.run(ctx, e)
 	e.report.Machine.LoadAvgEnd = loadAvg()
 	if err == nil && ctx.Err() != nil {
@@ -276,6 +295,9 @@ func writeReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "machine   %d CPU (%s), GOMAXPROCS %d, %s, load average %s at start, %s at the end\n", m.NumCPU, m.CPU, m.GOMAXPROCS, m.Go, m.LoadAvg, m.LoadAvgEnd)
 	if m.Revision != "unknown" {
 		fmt.Fprintf(w, "code      revision %s\n", m.Revision)
+	}
+	if r.Cache != "" {
+		fmt.Fprintf(w, "cache     %s\n", r.Cache)
 	}
 	fmt.Fprintf(w, "load      %s\n\n", r.Load)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
