@@ -61,6 +61,11 @@
 //     all finish with 200 and the service exits 0.
 //   - TestLoadWhileDependencyHangs: 8 clients for 4 s with logistics hanging:
 //     no answer past the deadline, no goroutine growth in the service.
+//   - TestRedisClusterSharedCacheAndNodeLoss: a three-node Redis Cluster from
+//     the local image and two instances sharing it: B serves from the cache
+//     what only A fetched; one master stopped: pages stay live, writes to its
+//     slots (and only those) fail and are counted, its keys fall back; then
+//     cluster_state:fail: every answer still 200 within the deadline.
 //
 // Each scenario logs its measured figures (latencies, times to open and close
 // a breaker, goroutine counts); run with -v to see them.
