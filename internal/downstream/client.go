@@ -72,7 +72,7 @@ func (e *StatusError) Error() string {
 	return s
 }
 
-// base is the HTTP plumbing shared by the four clients: one transport, one
+// base is the HTTP plumbing of a client: one transport, one
 // pool, one body cap.
 type base struct {
 	dep     string

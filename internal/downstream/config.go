@@ -38,7 +38,7 @@ type Config struct {
 
 	// WrapTransport, when set, wraps the client's transport, for example
 	// with OpenTelemetry's otelhttp.NewTransport; it gets the dependency's
-	// name (order, inventory, coupon or logistics). This package imports no
+	// name (API.Name: order, inventory, …). This package imports no
 	// telemetry itself.
 	WrapTransport func(dependency string, next http.RoundTripper) http.RoundTripper
 }

@@ -1,7 +1,9 @@
-// Package downstream holds the HTTP clients of orderagg's four downstream
-// services — order, inventory, coupon and logistics — implementing the client
-// interfaces of internal/orderdetail. The wire API they speak is documented
-// in internal/sim, whose simulator they are tested against.
+// Package downstream holds the HTTP client of orderagg's downstream
+// services. A service is an API value — its name, the path of an order's
+// answer and a strict decoder — and Client[T] calls it; OrderAPI,
+// InventoryAPI, CouponAPI and LogisticsAPI are the page's four, registered in
+// internal/registry. The wire API they speak is documented in internal/sim,
+// whose simulator they are tested against.
 //
 // # Isolation
 //

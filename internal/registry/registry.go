@@ -41,10 +41,10 @@ type Downstream struct {
 	New Builder
 }
 
-// Builder makes a downstream's page section, called section, from its
-// client's settings, its guard and its maximum cache age, and returns the
-// function that closes the client's idle connections.
-type Builder func(section string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error)
+// Builder makes downstream d's page section from its client's settings, its
+// guard and its maximum cache age, and returns the function that closes the
+// client's idle connections.
+type Builder func(d Downstream, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error)
 
 // Build returns the downstream's page section, calling through a new client
 // configured by c and guarded by g, and the function that closes that
@@ -53,7 +53,7 @@ func (d Downstream) Build(c downstream.Config, g *resilience.Guard, maxAge time.
 	if d.New == nil {
 		return orderdetail.Dependency{}, nil, fmt.Errorf("%s: no builder registered", d.Name)
 	}
-	dep, closeFn, err := d.New(d.Section, c, g, maxAge)
+	dep, closeFn, err := d.New(d, c, g, maxAge)
 	if err != nil {
 		return orderdetail.Dependency{}, nil, fmt.Errorf("%s client: %w", d.Name, err)
 	}
@@ -63,7 +63,11 @@ func (d Downstream) Build(c downstream.Config, g *resilience.Guard, maxAge time.
 // CoreOf is the Builder of the order section: the one without which there
 // is no page.
 func CoreOf(api downstream.API[orderdetail.Order]) Builder {
-	return func(_ string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
+	return func(d Downstream, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
+		if d.Section != "order" { // orderdetail.NewCore's page and cache key
+			return orderdetail.Dependency{}, nil, fmt.Errorf("the core's section must be \"order\", not %q", d.Section)
+		}
+		api.Name = d.Name // the client's label is the entry's name, as the guard's
 		cl, err := downstream.NewClient(api, c)
 		if err != nil {
 			return orderdetail.Dependency{}, nil, err
@@ -77,12 +81,13 @@ func CoreOf(api downstream.API[orderdetail.Order]) Builder {
 // "unknown" in the section's own terms when there is neither a live nor a
 // cached answer.
 func SectionOf[T any](api downstream.API[T], fallback func(orderdetail.Order) T) Builder {
-	return func(name string, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
+	return func(d Downstream, c downstream.Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Dependency, func(), error) {
+		api.Name = d.Name // the client's label is the entry's name, as the guard's
 		cl, err := downstream.NewClient(api, c)
 		if err != nil {
 			return orderdetail.Dependency{}, nil, err
 		}
-		return orderdetail.NewSection(name, g, maxAge, cl.Get, fallback), cl.Close, nil
+		return orderdetail.NewSection(d.Section, g, maxAge, cl.Get, fallback), cl.Close, nil
 	}
 }
 
