@@ -2,6 +2,7 @@ package downstream
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,9 +76,17 @@ func (e *StatusError) Error() string {
 // base is the HTTP plumbing of a client: one transport, one
 // pool, one body cap.
 type base struct {
-	dep     string
-	base    *url.URL // parsed once; copied per request
-	hc      *http.Client
+	dep  string
+	base *url.URL // parsed once, credentials removed; copied per request
+	// auth is the Authorization header of a base URL with user:password,
+	// sent as HTTP basic authentication; nil without.
+	auth []string
+	// rt sends each request as it is: a single round trip, no redirect
+	// followed (a downstream that redirects is misconfigured, and following
+	// it would spend the budget on a server nobody chose), and none of
+	// http.Client's per-call bookkeeping (header copies for redirects,
+	// cancellation timers) that a budgeted call already has from its context.
+	rt      http.RoundTripper
 	tr      *http.Transport
 	maxBody int64
 }
@@ -96,18 +105,14 @@ func newBase(dep string, c Config) (*base, error) {
 	if err != nil { // Validate has parsed it already
 		return nil, fmt.Errorf("downstream: %s client: %w", dep, err)
 	}
-	return &base{
-		dep:  dep,
-		base: u,
-		hc: &http.Client{
-			Transport: rt,
-			// A downstream that redirects is misconfigured; following it
-			// would spend the budget on a second server nobody chose.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-		tr:      tr,
-		maxBody: c.MaxBodyBytes,
-	}, nil
+	b := &base{dep: dep, base: u, rt: rt, tr: tr, maxBody: c.MaxBodyBytes}
+	if u.User != nil {
+		// As http.Client would: credentials in the URL become basic auth.
+		pw, _ := u.User.Password()
+		b.auth = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw))}
+		u.User = nil
+	}
+	return b, nil
 }
 
 // closeIdle closes the pool's idle connections; in-flight calls finish.
@@ -150,7 +155,10 @@ func (b *base) get(ctx context.Context, path string) ([]byte, error) {
 	if id := RequestIDFrom(ctx); id != "" {
 		req.Header[HeaderRequestID] = []string{id}
 	}
-	resp, err := b.hc.Do(req)
+	if b.auth != nil {
+		req.Header["Authorization"] = b.auth
+	}
+	resp, err := b.rt.RoundTrip(req)
 	if err != nil {
 		return nil, ioErr(ctx, err)
 	}

@@ -715,3 +715,25 @@ func BenchmarkTenMegabyteBody(b *testing.B) {
 		}
 	}
 }
+
+// Credentials in the base URL are sent as basic authentication, as
+// http.Client would, and never as part of the request line.
+func TestBaseURLCredentialsBecomeBasicAuth(t *testing.T) {
+	var user, pass string
+	var ok bool
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok = r.BasicAuth()
+		http.Error(w, "nope", http.StatusTeapot)
+	}))
+	defer ts.Close()
+	u := strings.Replace(ts.URL, "http://", "http://svc:s3cret@", 1)
+	c, err := NewClient(OrderAPI, Config{BaseURL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Get(context.Background(), "o-1")
+	if !ok || user != "svc" || pass != "s3cret" {
+		t.Errorf("server saw basic auth %v %q %q, want svc/s3cret", ok, user, pass)
+	}
+}
