@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -305,8 +306,11 @@ func retryStorm(ctx context.Context, e *experiment) error {
 
 func floorCost(ctx context.Context, e *experiment) error {
 	p := e.stepPlan(16, time.Second, 4*time.Second)
-	const rounds = 3
-	e.report.Load = fmt.Sprintf("%s; both aggregators in front of one simulator with zero latency, measured in alternation (A B, B A, A B), %d rounds of %s warm-up + %s each", p.mode(), rounds, p.Warmup, p.Duration)
+	// Five short alternating rounds rather than one long run each: on a
+	// shared machine the noise comes in bursts, and alternation puts both
+	// aggregators through the same bursts; the median round is the figure.
+	const rounds = 5
+	e.report.Load = fmt.Sprintf("%s; both aggregators in front of one simulator with zero latency, measured in alternation (A B, B A, A B, …), %d rounds of %s warm-up + %s each", p.mode(), rounds, p.Warmup, p.Duration)
 	e.report.Columns = []string{"aggregator", "requests", "req/s", "CPU µs/request", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "max ms"}
 	_, aggURL, floorURL, stop, err := e.startPair(ctx, uniformShape(sim.Fault{}))
 	if err != nil {
@@ -319,6 +323,7 @@ func floorCost(ctx context.Context, e *experiment) error {
 	cpu, sent := map[string]time.Duration{}, map[string]int64{}
 	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
 	var roundRatios []string
+	var roundValues []float64
 	for r := range rounds {
 		order := []string{kindOrderagg, kindFloor}
 		if r%2 == 1 {
@@ -338,6 +343,7 @@ func floorCost(ctx context.Context, e *experiment) error {
 			rps[kind] = sum.RPS
 		}
 		roundRatios = append(roundRatios, f2(ratio(rps[kindOrderagg], rps[kindFloor])))
+		roundValues = append(roundValues, ratio(rps[kindOrderagg], rps[kindFloor]))
 	}
 	sums := map[string]Summary{}
 	perReq := map[string]float64{}
@@ -352,7 +358,9 @@ func floorCost(ctx context.Context, e *experiment) error {
 	a, f := sums[kindOrderagg], sums[kindFloor]
 	r := ratio(a.RPS, f.RPS)
 	d := a.Latency.P50 - f.Latency.P50
-	e.finding("throughput orderagg ÷ floor = %.2f× (target ≥ 0.85×: %s); per round %s", r, verdict(r >= 0.85), strings.Join(roundRatios, ", "))
+	slices.Sort(roundValues)
+	med := roundValues[len(roundValues)/2]
+	e.finding("throughput orderagg ÷ floor: median round %.2f× (target ≥ 0.85×: %s); all rounds pooled %.2f×; per round %s", med, verdict(med >= 0.85), r, strings.Join(roundRatios, ", "))
 	e.finding("P50 orderagg − floor at saturation = %+.2f ms (target ≤ 1 ms: %s); P99 %.2f vs %.2f ms", d, verdict(d <= 1), a.Latency.P99, f.Latency.P99)
 	if perReq[kindFloor] > 0 {
 		e.finding("CPU per request, the load generator and the simulator's four answers included (the same work for both): orderagg %.0f µs, floor %.0f µs (%.2f×): orderagg spends %.0f µs more per page. On a saturated machine throughput follows CPU per request, so this ratio is the noise-robust form of the first",

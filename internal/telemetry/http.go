@@ -44,6 +44,14 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 			if !traced(req.URL.Path) {
 				return next(c)
 			}
+			if !t.tracing {
+				// No spans to record: only hand a caller's trace context on
+				// to the downstream calls, and pay nothing when there is none.
+				if t.carriesContext(req.Header) {
+					c.SetRequest(req.WithContext(t.prop.Extract(req.Context(), propagation.HeaderCarrier(req.Header))))
+				}
+				return next(c)
+			}
 			ctx := t.prop.Extract(req.Context(), propagation.HeaderCarrier(req.Header))
 			route := routeTemplate(c.Path())
 			name := req.Method
@@ -83,6 +91,17 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 			return nil
 		}
 	}
+}
+
+// carriesContext reports whether h has any header the propagator reads
+// (traceparent, tracestate, baggage).
+func (t *Telemetry) carriesContext(h http.Header) bool {
+	for _, f := range t.prop.Fields() {
+		if h.Get(f) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // routeTemplate turns echo's "/v1/orders/:id" into "/v1/orders/{id}", the

@@ -372,6 +372,11 @@ func TestTracesOff(t *testing.T) {
 	if got := ds.traceparent(); got != traceparent {
 		t.Errorf("downstream got traceparent %q, want the caller's %q", got, traceparent)
 	}
+	// Without a caller's context there is nothing to pass on.
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/orders/o-2", nil))
+	if got := ds.traceparent(); got != "" {
+		t.Errorf("downstream got traceparent %q with none from the caller", got)
+	}
 
 	// And the listener still counts with traces off.
 	tel.Listener(nil).OnEvent(context.Background(), resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 1})
