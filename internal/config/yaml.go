@@ -201,41 +201,19 @@ func (d decoder) overlay(n *yaml.Node, dst reflect.Value, path string, ref refle
 	for _, f := range fields {
 		byKey[f.key] = f
 	}
-	var errs []error
-	seen := make(map[string]int)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
-		key := join2(path, k.Value)
-		if k.Kind != yaml.ScalarNode {
-			errs = append(errs, d.fail(orRoot(path), k, fmt.Errorf("keys must be names, got %s", describe(k))))
-			continue
-		}
-		if first, dup := seen[k.Value]; dup {
-			errs = append(errs, d.fail(key, k, fmt.Errorf("set twice (first on line %d)", first)))
-			continue
-		}
-		seen[k.Value] = k.Line
-		f, ok := byKey[k.Value]
-		if !ok {
-			errs = append(errs, d.fail(key, k, fmt.Errorf("unknown key (known: %s)", knownKeys(fields))))
-			continue
-		}
-		fv := dst.FieldByIndex(f.index)
-		var fref reflect.Value
-		if ref.IsValid() {
-			fref = ref.FieldByIndex(f.index)
-		}
-		if fv.Kind() == reflect.Struct && fv.Type() != durationType {
-			if err := d.overlay(v, fv, key, fref); err != nil {
-				errs = append(errs, err)
+	return d.eachKey(n, path, func(name string) bool { _, ok := byKey[name]; return ok }, knownKeys(fields),
+		func(name, key string, v *yaml.Node) error {
+			f := byKey[name]
+			fv := dst.FieldByIndex(f.index)
+			var fref reflect.Value
+			if ref.IsValid() {
+				fref = ref.FieldByIndex(f.index)
 			}
-			continue
-		}
-		if err := d.leaf(v, fv, key, fref); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return join(errs)
+			if fv.Kind() == reflect.Struct && fv.Type() != durationType {
+				return d.overlay(v, fv, key, fref)
+			}
+			return d.leaf(v, fv, key, fref)
+		})
 }
 
 // overlayDependencies lays mapping n, keyed by dependency name, over deps:
@@ -243,6 +221,21 @@ func (d decoder) overlay(n *yaml.Node, dst reflect.Value, path string, ref refle
 // ones n leaves out keep their values.
 func (d decoder) overlayDependencies(n *yaml.Node, deps *Dependencies, path string) error {
 	names := deps.Names()
+	return d.eachKey(n, path, func(name string) bool { return slices.Contains(names, name) }, strings.Join(names, ", "),
+		func(name, key string, v *yaml.Node) error {
+			dep, _ := deps.Get(name) // a name the base lacks starts from zero
+			if err := d.overlay(v, reflect.ValueOf(&dep).Elem(), key, reflect.Value{}); err != nil {
+				return err
+			}
+			deps.Set(name, dep)
+			return nil
+		})
+}
+
+// eachKey calls set for every key of mapping n that known accepts, and
+// reports every key that is not a name, is set twice or is unknown (listing
+// the known ones), along with set's errors.
+func (d decoder) eachKey(n *yaml.Node, path string, known func(string) bool, knownList string, set func(name, key string, v *yaml.Node) error) error {
 	var errs []error
 	seen := make(map[string]int)
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -257,16 +250,13 @@ func (d decoder) overlayDependencies(n *yaml.Node, deps *Dependencies, path stri
 			continue
 		}
 		seen[k.Value] = k.Line
-		dep, _ := deps.Get(k.Value) // a name the base lacks starts from zero
-		if !slices.Contains(names, k.Value) {
-			errs = append(errs, d.fail(key, k, fmt.Errorf("unknown key (known: %s)", strings.Join(names, ", "))))
+		if !known(k.Value) {
+			errs = append(errs, d.fail(key, k, fmt.Errorf("unknown key (known: %s)", knownList)))
 			continue
 		}
-		if err := d.overlay(v, reflect.ValueOf(&dep).Elem(), key, reflect.Value{}); err != nil {
+		if err := set(k.Value, key, v); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		deps.Set(k.Value, dep)
 	}
 	return join(errs)
 }
