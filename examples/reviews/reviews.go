@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/downstream"
@@ -119,18 +118,18 @@ func decodeReviews(body []byte, orderID string) (Reviews, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return Reviews{}, fmt.Errorf("%w: %v", downstream.ErrMalformed, err)
 	}
-	var c check
-	c.orderID(top("order_id"), w.OrderID, orderID)
-	c.list("reviews", w.Reviews == nil)
+	var c downstream.Check
+	c.OrderID(downstream.Top("order_id"), w.OrderID, orderID)
+	c.List("reviews", w.Reviews == nil)
 	out := Reviews{Items: make([]Review, 0, len(w.Reviews))}
 	sum := 0
 	for i, r := range w.Reviews {
 		rv := Review{
-			SKU:    c.nonEmpty(elem("reviews", i, "sku"), r.SKU),
-			Author: c.str(elem("reviews", i, "author"), r.Author),
-			Rating: c.between(elem("reviews", i, "rating"), r.Rating, 1, 5),
-			Text:   c.str(elem("reviews", i, "text"), r.Text),
-			At:     c.time(elem("reviews", i, "at"), r.At),
+			SKU:    c.NonEmpty(downstream.Elem("reviews", i, "sku"), r.SKU),
+			Author: c.Str(downstream.Elem("reviews", i, "author"), r.Author),
+			Rating: downstream.Between(&c, downstream.Elem("reviews", i, "rating"), r.Rating, 1, 5),
+			Text:   c.Str(downstream.Elem("reviews", i, "text"), r.Text),
+			At:     c.Time(downstream.Elem("reviews", i, "at"), r.At),
 		}
 		out.Items = append(out.Items, rv)
 		sum += rv.Rating
@@ -141,97 +140,17 @@ func decodeReviews(body []byte, orderID string) (Reviews, error) {
 		case w.Average == nil:
 			out.Average = &mean
 		case math.Abs(*w.Average-mean) > averageTolerance:
-			c.fail("average %g is not the ratings' mean %.2f", *w.Average, mean)
+			c.Fail("average %g is not the ratings' mean %.2f", *w.Average, mean)
 		default:
 			out.Average = w.Average // the service's rounding
 		}
 	} else if w.Average != nil {
-		c.fail("average %g without reviews", *w.Average)
+		c.Fail("average %g without reviews", *w.Average)
 	}
-	if c.err != nil {
-		return Reviews{}, c.err
+	if c.Err() != nil {
+		return Reviews{}, c.Err()
 	}
 	return out, nil
-}
-
-// check collects the first rule a body breaks, so a decoder reads as a list
-// of field rules. It copies the helpers of internal/downstream's decode.go
-// (check, top, elem, str, nonEmpty, orderID, time, list), which the real
-// decoder uses directly; they are unexported, hence this copy. between is
-// atLeast with an upper bound. A field's name is formatted only when a rule
-// fails.
-type check struct{ err error }
-
-type field struct {
-	list string // the list's key; empty for a top-level field
-	i    int
-	key  string
-}
-
-func top(key string) field                      { return field{key: key} }
-func elem(list string, i int, key string) field { return field{list: list, i: i, key: key} }
-
-func (f field) String() string {
-	if f.list == "" {
-		return f.key
-	}
-	return f.list + "[" + strconv.Itoa(f.i) + "]." + f.key
-}
-
-func (c *check) fail(format string, args ...any) {
-	if c.err == nil {
-		c.err = fmt.Errorf("%w: %s", downstream.ErrMalformed, fmt.Sprintf(format, args...))
-	}
-}
-
-func (c *check) str(name field, p *string) string {
-	if p == nil {
-		c.fail("%s is missing", name)
-		return ""
-	}
-	return *p
-}
-
-func (c *check) nonEmpty(name field, p *string) string {
-	s := c.str(name, p)
-	if p != nil && s == "" {
-		c.fail("%s is empty", name)
-	}
-	return s
-}
-
-func (c *check) orderID(name field, p *string, want string) {
-	if got := c.nonEmpty(name, p); p != nil && got != "" && got != want {
-		c.fail("%s %q is not the requested %q", name, got, want)
-	}
-}
-
-func (c *check) between(name field, p *int, lo, hi int) int {
-	if p == nil {
-		c.fail("%s is missing", name)
-		return 0
-	}
-	if *p < lo || *p > hi {
-		c.fail("%s is %d, not %d to %d", name, *p, lo, hi)
-	}
-	return *p
-}
-
-func (c *check) time(name field, p *time.Time) time.Time {
-	if p == nil {
-		c.fail("%s is missing", name)
-		return time.Time{}
-	}
-	if p.IsZero() {
-		c.fail("%s is the zero time", name)
-	}
-	return *p
-}
-
-func (c *check) list(name string, isNil bool) {
-	if isNil {
-		c.fail("%s is missing", name)
-	}
 }
 
 // ---- internal/registry: the entry ----
