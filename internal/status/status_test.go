@@ -1,0 +1,63 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/orderagg/orderagg/internal/resilience"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Build lists the guards in the order given, each with its breaker, counts,
+// bulkhead and settings in the contract's units, and never a null list.
+func TestBuild(t *testing.T) {
+	a, err := resilience.New("order", resilience.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := resilience.New("cache", resilience.Config{Timeout: 50 * time.Millisecond, Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, _ = resilience.Do(ctx, a, func(context.Context) (int, error) { return 1, nil })
+	_, _ = resilience.Do(ctx, a, func(context.Context) (int, error) { return 0, errors.New("boom") })
+	b.ForceBreaker(resilience.ForceOpen)
+
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.FixedZone("CET", 3600))
+	r := Build(now, 1500*time.Millisecond, []*resilience.Guard{a, b})
+	if !r.GeneratedAt.Equal(now) || r.GeneratedAt.Location() != time.UTC || r.DeadlineMS != 1500 {
+		t.Errorf("header = %v %v", r.GeneratedAt, r.DeadlineMS)
+	}
+	if len(r.Dependencies) != 2 || r.Dependencies[0].Name != "order" || r.Dependencies[1].Name != "cache" {
+		t.Fatalf("dependencies = %+v", r.Dependencies)
+	}
+	o, c := r.Dependencies[0], r.Dependencies[1]
+	if o.Breaker != "CLOSED" || o.Counts["success"] != 1 || o.Counts["failure"] < 1 || o.TimeoutMS != 300 {
+		t.Errorf("order = %+v", o)
+	}
+	if c.Breaker != "FORCED_OPEN" || c.Bulkhead.Capacity != 7 || c.Bulkhead.InUse != 0 || c.TimeoutMS != 50 {
+		t.Errorf("cache = %+v", c)
+	}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Dependencies []map[string]any `json:"dependencies"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range doc.Dependencies {
+		if _, ok := d["warnings"].([]any); !ok {
+			t.Errorf("%v: warnings %v, want a list (never null)", d["name"], d["warnings"])
+		}
+	}
+}
