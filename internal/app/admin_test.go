@@ -140,6 +140,10 @@ func TestOverloadIsShedAtOnce(t *testing.T) {
 	if a.status != http.StatusServiceUnavailable || errCode(a) != "OVERLOADED" || a.header.Get("Retry-After") == "" {
 		t.Fatalf("%d %v", a.status, a.body)
 	}
+	// Counted on its own, not only as one more 503.
+	if m := s.metricsText(); !strings.Contains(m, "orderagg_admission_rejected_total 1") {
+		t.Errorf("rejection not counted:\n%s", grepLines(m, "orderagg_admission"))
+	}
 	wg.Wait()
 }
 
@@ -214,4 +218,19 @@ func TestCancelledRequestsReleaseSlots(t *testing.T) {
 		}
 		return stuck == ""
 	})
+}
+
+// --admission adaptive serves like fixed when nothing queues, and publishes
+// its limit, which starts at --max-inflight.
+func TestAdaptiveAdmission(t *testing.T) {
+	s, _ := startService(t, []string{"--admission", "adaptive", "--max-inflight", "300"}, nil)
+	for i := range 20 {
+		if a := s.get(fmt.Sprintf("/v1/orders/o-%d", i)); a.status != 200 {
+			t.Fatalf("page %d: %d", i, a.status)
+		}
+	}
+	metrics := s.metricsText()
+	if !strings.Contains(metrics, "orderagg_admission_limit 300") || !strings.Contains(metrics, "orderagg_admission_inflight 0") {
+		t.Errorf("admission metrics:\n%s", grepLines(metrics, "orderagg_admission"))
+	}
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/dashboard"
@@ -183,16 +184,26 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	}
 	dash := dashboard.New(dashOpts)
 
+	limiter, err := newLimiter(cfg)
+	if err != nil {
+		return fmt.Errorf("%w: --admission: %w", config.ErrUsage, err)
+	}
+	if err := tel.ObserveAdmission(limiter.Limit, limiter.Inflight); err != nil {
+		return err
+	}
+
 	public := handlers.New(handlers.Options{
 		Pager:       agg,
 		Deadline:    cfg.Deadline,
 		MaxInflight: cfg.MaxInflight,
+		Limiter:     limiter,
 		Report:      report,
 		Dashboard:   dash,
 		Ready:       ready.Load,
 		Logger:      logger,
 		Metrics:     tel.MetricsHandler(),
 		Record:      tel.RecordRequest,
+		Rejected:    tel.RecordRejected,
 		Middleware:  []echo.MiddlewareFunc{tel.Middleware()},
 	})
 	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
@@ -236,6 +247,15 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 			reload(cfg, ctl, logger)
 		}
 	}
+}
+
+// newLimiter is the order-detail admission limit --admission asks for.
+func newLimiter(cfg config.Serve) (admission.Limiter, error) {
+	if cfg.Admission == config.AdmissionAdaptive {
+		// Settle must outlast every request admitted before a cut.
+		return admission.Adaptive(admission.AdaptiveConfig{Max: cfg.MaxInflight, Settle: cfg.Deadline + 500*time.Millisecond})
+	}
+	return admission.Fixed(cfg.MaxInflight), nil
 }
 
 // reload re-reads the --config file; a bad file keeps the settings in force.

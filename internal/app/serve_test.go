@@ -384,10 +384,9 @@ func TestEdgeErrorsAreJSON(t *testing.T) {
 	}
 }
 
-// openConnections reads orderagg_http_open_connections{server="api"} from
-// /metrics, on a connection of its own that it closes (and counts: the
-// scrape itself is one of them).
-func (s *service) openConnections() float64 {
+// metricsText is /metrics, fetched on a connection of its own that it
+// closes.
+func (s *service) metricsText() string {
 	s.t.Helper()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + s.addrs.API + "/metrics")
@@ -396,7 +395,14 @@ func (s *service) openConnections() float64 {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(raw), "\n") {
+	return string(raw)
+}
+
+// openConnections reads orderagg_http_open_connections{server="api"}; the
+// scrape's own connection is one of them.
+func (s *service) openConnections() float64 {
+	s.t.Helper()
+	for _, line := range strings.Split(s.metricsText(), "\n") {
 		if strings.HasPrefix(line, "orderagg_http_open_connections{") && strings.Contains(line, `server="api"`) {
 			f := strings.Fields(line)
 			v, err := strconv.ParseFloat(f[len(f)-1], 64)

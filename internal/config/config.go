@@ -23,6 +23,12 @@ import (
 	"github.com/orderagg/orderagg/internal/registry"
 )
 
+// Admission modes (--admission).
+const (
+	AdmissionFixed    = "fixed"
+	AdmissionAdaptive = "adaptive"
+)
+
 // Serve is the configuration of `orderagg serve`.
 type Serve struct {
 	// Addr is the listen address of the order-detail API. Default
@@ -59,6 +65,12 @@ type Serve struct {
 	// of the downstream bulkheads (250), so the bulkheads, which degrade a
 	// section, act long before admission, which refuses the page.
 	MaxInflight int
+
+	// Admission is how the in-flight limit is set: AdmissionFixed (the
+	// default) holds it at MaxInflight; AdmissionAdaptive lowers it below
+	// MaxInflight while requests queue in this process (a latency gradient,
+	// internal/admission) and raises it back when they stop.
+	Admission string
 
 	// ConfigFile is the YAML file of per-dependency settings; empty, the
 	// default, means the built-in ones. It is re-read on SIGHUP.
@@ -97,6 +109,7 @@ func DefaultServe() Serve {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
+		Admission:         AdmissionFixed,
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
 		LogLevel:          "info",
@@ -169,6 +182,7 @@ func (s Serve) LogValue() slog.Value {
 		slog.Duration("deadline", s.Deadline),
 		slog.Duration("reserve", s.Reserve),
 		slog.Int("max_inflight", s.MaxInflight),
+		slog.String("admission", s.Admission),
 		slog.String("config", s.ConfigFile),
 		slog.String("admin_addr", s.AdminAddr),
 		slog.String("admin_token", token),

@@ -154,21 +154,25 @@ func serveFlags(s *Serve) []flagSpec {
 		{"deadline", "duration", "total budget of one order-detail request", durationValue{&s.Deadline}},
 		{"reserve", "duration", "part of the deadline kept back for fallbacks, assembly and encoding", durationValue{&s.Reserve}},
 		{"max-inflight", "int", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", intValue{&s.MaxInflight}},
+		{"admission", "mode", "admission limit: fixed (--max-inflight) or adaptive (a latency gradient below --max-inflight; see docs/design.md)", choiceValue{&s.Admission, admissionModes}},
 		{"config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP", stringValue{&s.ConfigFile}},
 		{"admin-addr", "host:port", "listen address of the admin API; empty: off", addrValue{p: &s.AdminAddr, optional: true}},
 		{"admin-token", "string", "bearer token the admin API requires (needed with --admin-addr)", stringValue{&s.AdminToken}},
 		{"read-header-timeout", "duration", "a client slower than this to send its request headers is disconnected (slowloris)", durationValue{&s.ReadHeaderTimeout}},
 		{"shutdown-timeout", "duration", "bound on the graceful drain after SIGINT/SIGTERM", durationValue{&s.ShutdownTimeout}},
-		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue{&s.LogLevel}},
+		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue(&s.LogLevel)},
 	}...)
 }
 
 func simFlags(s *Sim) []flagSpec {
 	return []flagSpec{
 		{"addr", "host:port", "listen address of the four simulated services and the fault API", addrValue{p: &s.Addr}},
-		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue{&s.LogLevel}},
+		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue(&s.LogLevel)},
 	}
 }
+
+// admissionModes are the values --admission accepts.
+var admissionModes = []string{AdmissionFixed, AdmissionAdaptive}
 
 // parse sets the fields behind specs from args, then the environment. The
 // flag package only collects raw strings; every value, wherever it came
@@ -356,16 +360,22 @@ func (v intValue) set(s string) error {
 
 func (v intValue) String() string { return strconv.Itoa(*v.p) }
 
-// levelValue is one of logLevels, case-insensitive, stored in lower case.
-type levelValue struct{ p *string }
+// choiceValue is one of choices, case-insensitive, stored in lower case.
+type choiceValue struct {
+	p       *string
+	choices []string
+}
 
-func (v levelValue) set(s string) error {
+func (v choiceValue) set(s string) error {
 	l := strings.ToLower(s)
-	if !slices.Contains(logLevels, l) {
-		return fmt.Errorf("want one of %s", strings.Join(logLevels, ", "))
+	if !slices.Contains(v.choices, l) {
+		return fmt.Errorf("want one of %s", strings.Join(v.choices, ", "))
 	}
 	*v.p = l
 	return nil
 }
 
-func (v levelValue) String() string { return *v.p }
+func (v choiceValue) String() string { return *v.p }
+
+// levelValue is a --log-level.
+func levelValue(p *string) choiceValue { return choiceValue{p, logLevels} }

@@ -39,6 +39,7 @@ func TestParseServeDefaults(t *testing.T) {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
+		Admission:         "fixed",
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
 		LogLevel:          "info",
@@ -216,6 +217,8 @@ func TestServeBadValues(t *testing.T) {
 			[]string{"--logistics-url (ORDERAGG_LOGISTICS_URL)", "no query"}},
 		{"unparsable URL", []string{"--inventory-url", "http://[::1"}, nil,
 			[]string{"--inventory-url (ORDERAGG_INVENTORY_URL)"}},
+		{"unknown admission mode", []string{"--admission", "magic"}, nil,
+			[]string{"--admission (ORDERAGG_ADMISSION)", "want one of fixed, adaptive"}},
 		{"redis URL with http scheme", []string{"--redis-url", "http://cache:6379"}, nil,
 			[]string{"--redis-url (ORDERAGG_REDIS_URL)", "scheme must be redis or rediss"}},
 		{"addr without port", []string{"--addr", "localhost"}, nil,
@@ -317,7 +320,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		table []config.FlagDoc
 		count int
 	}{
-		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 11 + len(registry.Names())}, // one --NAME-url per downstream
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 12 + len(registry.Names())}, // one --NAME-url per downstream
 		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
 	}
 	for _, tc := range tests {

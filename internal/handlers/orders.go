@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"regexp"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
@@ -32,9 +32,9 @@ func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
 type orders struct {
 	pager    Pager
 	deadline time.Duration
-	inflight atomic.Int64
-	max      int64
+	limiter  admission.Limiter
 	record   func(ctx context.Context, status int, degraded bool, d time.Duration)
+	rejected func(ctx context.Context)
 }
 
 func (h *orders) get(c echo.Context) error {
@@ -46,12 +46,16 @@ func (h *orders) get(c echo.Context) error {
 	status, degraded := http.StatusOK, false
 	defer func() { h.record(ctx, status, degraded, time.Since(arrived)) }()
 
-	if h.inflight.Add(1) > h.max {
-		h.inflight.Add(-1)
+	tok, admitted := h.limiter.Acquire()
+	if !admitted {
+		h.rejected(ctx)
 		status = http.StatusServiceUnavailable
 		return &APIError{Status: status, Code: CodeOverloaded, Message: "too many requests in flight; retry shortly", RetryAfter: 1}
 	}
-	defer h.inflight.Add(-1)
+	// Ignored unless the request runs its course: a bad id, a panic or an
+	// encoding error teaches the limiter nothing about load.
+	outcome := admission.Ignored
+	defer func() { tok.Release(outcome) }()
 
 	id := c.Param("id")
 	if !ValidOrderID(id) {
@@ -61,6 +65,7 @@ func (h *orders) get(c echo.Context) error {
 	ctx = downstream.WithRequestID(ctx, c.Response().Header().Get(echo.HeaderXRequestID))
 
 	page, err := h.pager.Get(ctx, id)
+	outcome = pageOutcome(c.Request().Context(), ctx, err)
 	switch {
 	case errors.Is(err, orderdetail.ErrOrderNotFound):
 		status = http.StatusNotFound
@@ -82,6 +87,25 @@ func (h *orders) get(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	}
 	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, buf.Bytes())
+}
+
+// pageOutcome classifies a finished page for the limiter. Missing our own
+// deadline is overload (the design keeps every page inside it otherwise);
+// the caller going away says nothing; an order that is unavailable for a
+// downstream reason (fast failure, open breaker, the order's sub-budget)
+// would teach the limiter about that dependency, not about us, so it is
+// ignored too. Every other answer (200, degraded or not, and 404) is a
+// latency sample.
+func pageOutcome(caller, ctx context.Context, err error) admission.Outcome {
+	switch {
+	case caller.Err() != nil:
+		return admission.Ignored
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return admission.Dropped
+	case err == nil, errors.Is(err, orderdetail.ErrOrderNotFound):
+		return admission.Succeeded
+	}
+	return admission.Ignored
 }
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

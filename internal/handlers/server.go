@@ -5,16 +5,18 @@ package handlers
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/status"
 )
 
@@ -23,9 +25,15 @@ const MaxURLBytes = 8 << 10
 
 // Options wires the public API.
 type Options struct {
-	Pager       Pager
-	Deadline    time.Duration
+	Pager    Pager
+	Deadline time.Duration
+	// MaxInflight bounds the order-detail requests served at once when
+	// Limiter is nil (admission.Fixed(MaxInflight)).
 	MaxInflight int
+	// Limiter admits order-detail requests; nil means
+	// admission.Fixed(MaxInflight), today's fixed cap. A refused request
+	// gets the immediate 503 OVERLOADED with Retry-After either way.
+	Limiter admission.Limiter
 	// Report builds the /v1/resilience document.
 	Report func() status.Report
 	// Metrics serves /metrics; Dashboard serves /dashboard and below.
@@ -36,6 +44,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Record hears every order-detail outcome (telemetry); may be nil.
 	Record func(ctx context.Context, status int, degraded bool, d time.Duration)
+	// Rejected hears every request refused at admission; may be nil.
+	Rejected func(ctx context.Context)
 	// Middleware runs after request ids are set (telemetry's server spans).
 	Middleware []echo.MiddlewareFunc
 }
@@ -51,7 +61,15 @@ func New(o Options) *echo.Echo {
 	if record == nil {
 		record = func(context.Context, int, bool, time.Duration) {}
 	}
-	h := &orders{pager: o.Pager, deadline: o.Deadline, max: int64(o.MaxInflight), record: record}
+	limiter := o.Limiter
+	if limiter == nil {
+		limiter = admission.Fixed(o.MaxInflight)
+	}
+	rejected := o.Rejected
+	if rejected == nil {
+		rejected = func(context.Context) {}
+	}
+	h := &orders{pager: o.Pager, deadline: o.Deadline, limiter: limiter, record: record, rejected: rejected}
 	e.GET("/v1/orders/:id", h.get)
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", func(c echo.Context) error {
@@ -90,13 +108,21 @@ func requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(echo.HeaderXRequestID)
 		if !saneRequestID(id) {
-			var b [12]byte
-			_, _ = rand.Read(b[:])
-			id = hex.EncodeToString(b[:])
+			id = newRequestID()
 		}
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		return next(c)
 	}
+}
+
+// newRequestID returns 96 random bits in hex. Ids correlate log lines and
+// need to be unique, not secret, so the runtime's per-thread ChaCha8 source
+// (math/rand/v2) does: no system call and no lock per request.
+func newRequestID() string {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint32(b[8:], rand.Uint32())
+	return hex.EncodeToString(b[:])
 }
 
 func saneRequestID(id string) bool {

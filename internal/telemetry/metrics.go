@@ -38,6 +38,9 @@ const (
 	nameCacheQueue         = "orderagg_cache_write_queue"
 	nameCacheQueueCapacity = "orderagg_cache_write_queue_capacity"
 	nameOpenConnections    = "orderagg_http_open_connections"
+	nameAdmissionLimit     = "orderagg_admission_limit"
+	nameAdmissionInflight  = "orderagg_admission_inflight"
+	nameAdmissionRejected  = "orderagg_admission_rejected"
 	nameRequests           = "orderagg_http_requests"
 	nameRequestDuration    = "orderagg_http_request_duration"
 )
@@ -81,6 +84,7 @@ type instruments struct {
 	transitions metric.Int64Counter
 	requests    metric.Int64Counter
 	reqDuration metric.Float64Histogram
+	rejected    metric.Int64Counter
 }
 
 func (in *instruments) init(m metric.Meter) error {
@@ -105,6 +109,7 @@ func (in *instruments) init(m metric.Meter) error {
 	in.attempt = histogram(nameAttemptDuration, "Duration of each physical attempt, by dependency and outcome.")
 	in.transitions = counter(nameBreakerTransitions, "{transition}", "Circuit breaker state changes, operator overrides included.")
 	in.requests = counter(nameRequests, "{request}", "Order-detail answers by HTTP status and degraded flag.")
+	in.rejected = counter(nameAdmissionRejected, "{request}", "Order-detail requests refused at admission (503 OVERLOADED), before any work.")
 	in.reqDuration = histogram(nameRequestDuration, "Order-detail request duration, arrival to answer, by HTTP status and degraded flag.")
 	return errors.Join(errs...)
 }
@@ -233,6 +238,11 @@ func (t *Telemetry) RecordRequest(ctx context.Context, status int, degraded bool
 		trace.SpanFromContext(ctx).SetAttributes(attrSpanDegraded.Bool(degraded))
 	}
 }
+
+// RecordRejected counts one order-detail request refused at admission. It
+// is also in orderagg_http_requests_total as a 503, beside the 503s of an
+// unavailable order; this counter tells the two apart.
+func (t *Telemetry) RecordRejected(ctx context.Context) { t.inst.rejected.Add(ctx, 1) }
 
 // requestKey indexes the few status × degraded attribute sets that occur.
 type requestKey struct {
@@ -399,6 +409,28 @@ func (t *Telemetry) ObserveConnections(name string, open func() int64) error {
 		return nil
 	}, g); err != nil {
 		return fmt.Errorf("telemetry: connection metrics: %w", err)
+	}
+	return nil
+}
+
+// ObserveAdmission reports the order-detail admission limit in force and
+// the requests holding a slot now. With --admission fixed the limit is
+// --max-inflight; with adaptive it moves, and a limit far below
+// --max-inflight means this process, not a dependency, is the bottleneck.
+func (t *Telemetry) ObserveAdmission(limit, inflight func() int) error {
+	l, err1 := t.meter.Int64ObservableGauge(nameAdmissionLimit, metric.WithUnit("{request}"),
+		metric.WithDescription("Order-detail requests admitted at once at most, now."))
+	f, err2 := t.meter.Int64ObservableGauge(nameAdmissionInflight, metric.WithUnit("{request}"),
+		metric.WithDescription("Order-detail requests holding an admission slot now."))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("telemetry: admission metrics: %w", err)
+	}
+	if _, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(l, int64(limit()))
+		o.ObserveInt64(f, int64(inflight()))
+		return nil
+	}, l, f); err != nil {
+		return fmt.Errorf("telemetry: admission metrics: %w", err)
 	}
 	return nil
 }

@@ -269,6 +269,25 @@ func TestConnectionMetrics(t *testing.T) {
 	}
 }
 
+func TestAdmissionMetrics(t *testing.T) {
+	h := newHarness(t)
+	if err := h.tel.ObserveAdmission(func() int { return 96 }, func() int { return 7 }); err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, h.tel)
+	if got := mustSample(t, fams, "orderagg_admission_limit", nil); got != 96 {
+		t.Errorf("limit = %v, want 96", got)
+	}
+	if got := mustSample(t, fams, "orderagg_admission_inflight", nil); got != 7 {
+		t.Errorf("in flight = %v, want 7", got)
+	}
+	h.tel.RecordRejected(context.Background())
+	h.tel.RecordRejected(context.Background())
+	if got := mustSample(t, scrape(t, h.tel), "orderagg_admission_rejected_total", nil); got != 2 {
+		t.Errorf("rejected = %v, want 2", got)
+	}
+}
+
 func TestRuntimeMetrics(t *testing.T) {
 	h := newHarness(t)
 	fams := scrape(t, h.tel)

@@ -119,6 +119,10 @@ func exerciseEverything(t *testing.T, h *harness) {
 	if err := h.tel.ObserveGuards([]*resilience.Guard{g}); err != nil {
 		t.Fatal(err)
 	}
+	if err := h.tel.ObserveAdmission(func() int { return 1024 }, func() int { return 0 }); err != nil {
+		t.Fatal(err)
+	}
+	h.tel.RecordRejected(context.Background())
 	if err := h.tel.ObserveConnections("api", func() int64 { return 0 }); err != nil {
 		t.Fatal(err)
 	}
