@@ -176,11 +176,7 @@ func serveLoopback(h http.Handler, beforeShutdown func()) (string, func(), error
 // redisURL (empty: embedded), and returns its base URL and a stop function
 // that waits for it to finish.
 func startService(ctx context.Context, simURL, redisURL string, edit func(*config.Dependencies)) (string, func(), error) {
-	args := []string{
-		"--addr", "127.0.0.1:0",
-		"--order-url", simURL, "--inventory-url", simURL, "--coupon-url", simURL, "--logistics-url", simURL,
-		"--log-level", "error",
-	}
+	args := []string{"--addr", "127.0.0.1:0", "--log-level", "error"}
 	if redisURL != "" {
 		args = append(args, "--redis-url", redisURL)
 	}
@@ -188,6 +184,7 @@ func startService(ctx context.Context, simURL, redisURL string, edit func(*confi
 	if err != nil {
 		return "", nil, err
 	}
+	cfg.URLs = config.SameURL(simURL) // every registered downstream at the simulator
 	if edit != nil {
 		edit(&cfg.Dependencies)
 		for _, name := range cfg.Dependencies.Names() {
