@@ -96,7 +96,7 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 // carriesContext reports whether h has any header the propagator reads
 // (traceparent, tracestate, baggage).
 func (t *Telemetry) carriesContext(h http.Header) bool {
-	for _, f := range t.prop.Fields() {
+	for _, f := range t.propFields {
 		if h.Get(f) != "" {
 			return true
 		}

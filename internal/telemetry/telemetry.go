@@ -130,11 +130,14 @@ type Telemetry struct {
 	tracer  trace.Tracer
 	tracing bool // spans are recorded somewhere; when false, skip building them
 
-	prop     propagation.TextMapPropagator
-	mp       *sdkmetric.MeterProvider
-	meter    metric.Meter
-	registry *prometheus.Registry
-	handler  http.Handler
+	prop propagation.TextMapPropagator
+	// propFields are the headers prop reads, listed once: the composite
+	// propagator builds a new map and slice on every Fields call.
+	propFields []string
+	mp         *sdkmetric.MeterProvider
+	meter      metric.Meter
+	registry   *prometheus.Registry
+	handler    http.Handler
 
 	inst instruments
 	deps cowMap[*depAttrs]
@@ -167,6 +170,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		cfg:  cfg,
 		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
+	t.propFields = t.prop.Fields()
 	t.deps.build = newDepAttrs
 
 	// Metrics first: nothing in them can fail for reasons of configuration,
