@@ -45,6 +45,11 @@ build: ## static binary in build/out/orderagg (CGO off, tzdata embedded)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(GO_LDFLAGS)" -tags timetzdata -o $(BIN) ./cmd/orderagg
 	@echo "built $(BIN) ($(VERSION))"
 
+.PHONY: build-loadtest
+build-loadtest: ## the load tool, build/out/orderagg-loadtest (a separate binary; the service never links it)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(OUT)/orderagg-loadtest ./cmd/orderagg-loadtest
+	@echo "built $(OUT)/orderagg-loadtest"
+
 .PHONY: run
 run: ## run the service locally (embedded simulators and cache)
 	$(GO) run ./cmd/orderagg $(ARGS)

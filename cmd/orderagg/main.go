@@ -3,7 +3,6 @@
 //
 //	orderagg [serve] [flags]   the order-detail service (default)
 //	orderagg sim [flags]       the four simulated downstreams, with fault injection
-//	orderagg loadtest [flags]  drive load at a running service
 //
 // Every flag has an ORDERAGG_* environment twin; `orderagg <command> --help`
 // lists them with their defaults.
@@ -21,7 +20,6 @@ import (
 
 	"github.com/orderagg/orderagg/internal/app"
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/loadtest"
 )
 
 // version is set at build time (-ldflags "-X main.version=…").
@@ -31,11 +29,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
 }
 
-const usage = `usage: orderagg [serve|sim|loadtest|help] [flags]
+const usage = `usage: orderagg [serve|sim|healthcheck|version|help] [flags]
 
   serve     the order-detail service (default)
   sim       the four simulated downstream services, with fault injection
-  loadtest  drive load at a running service and report latency and degradation
   healthcheck  exit 0 when a running service answers /readyz with 200 (for containers)
 
 Run 'orderagg <command> --help' for the flags of a command.
@@ -81,8 +78,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 			config.SimUsage(stdout)
 			return 0
 		}
-	case "loadtest":
-		return loadtest.Main(ctx, args, stdout, stderr, getenv)
 	case "healthcheck":
 		return healthcheck(ctx, args, stdout, stderr, getenv)
 	case "version", "--version":

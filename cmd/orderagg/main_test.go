@@ -27,7 +27,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"frobnicate"}, nil, 2, "unknown command"},
 		{[]string{"serve", "--help"}, nil, 0, "ORDERAGG_REDIS_URL"},
 		{[]string{"sim", "-h"}, nil, 0, "--addr"},
-		{[]string{"help"}, nil, 0, "loadtest"},
+		{[]string{"help"}, nil, 0, "healthcheck"},
 	}
 	for _, tc := range tests {
 		var stdout, stderr bytes.Buffer

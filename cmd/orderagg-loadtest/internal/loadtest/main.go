@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Main runs `orderagg loadtest` with args (the arguments after the
+// Main runs `orderagg-loadtest` with args (the arguments after the
 // sub-command) and returns the exit status: 0 when the run completed, 2 for
 // a bad command line (one line on stderr naming the flag), 1 when the run
 // failed: the target could not be reached, nothing answered, or ctx ended
@@ -27,7 +27,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		usage(stdout)
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "orderagg loadtest: %v\n", err)
+		fmt.Fprintf(stderr, "orderagg-loadtest: %v\n", err)
 		return 2
 	}
 	if o.Scenario != "" {
@@ -42,11 +42,11 @@ func loadURL(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 	if !o.AllowRemote {
 		if err := checkLoopback(ctx, u); err != nil {
 			if errors.Is(err, errNotLoopback) {
-				fmt.Fprintf(stderr, "orderagg loadtest: --url %s (%s): %v; load tests target loopback only unless --allow-remote (%s) is given\n",
+				fmt.Fprintf(stderr, "orderagg-loadtest: --url %s (%s): %v; load tests target loopback only unless --allow-remote (%s) is given\n",
 					o.URL, envName("url"), err, envName("allow-remote"))
 				return 2
 			}
-			fmt.Fprintf(stderr, "orderagg loadtest: --url %s: %v\n", o.URL, err)
+			fmt.Fprintf(stderr, "orderagg-loadtest: --url %s: %v\n", o.URL, err)
 			return 1
 		}
 	}
@@ -59,7 +59,7 @@ func loadURL(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 	t := newTarget(o.URL, idle, o.AllowRemote)
 	defer t.close()
 	if err := preflight(ctx, t, o); err != nil {
-		fmt.Fprintf(stderr, "orderagg loadtest: cannot reach %s: %v\n", o.URL, err)
+		fmt.Fprintf(stderr, "orderagg-loadtest: cannot reach %s: %v\n", o.URL, err)
 		return 1
 	}
 
@@ -82,10 +82,10 @@ func loadURL(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case ctx.Err() != nil:
-		fmt.Fprintln(stderr, "orderagg loadtest: interrupted; the figures cover the part that ran")
+		fmt.Fprintln(stderr, "orderagg-loadtest: interrupted; the figures cover the part that ran")
 		return 1
 	case s.Requests > 0 && s.Errors == s.Requests:
-		fmt.Fprintf(stderr, "orderagg loadtest: no request got an answer (%s)\n", kinds(s.ErrorKinds))
+		fmt.Fprintf(stderr, "orderagg-loadtest: no request got an answer (%s)\n", kinds(s.ErrorKinds))
 		return 1
 	}
 	return 0

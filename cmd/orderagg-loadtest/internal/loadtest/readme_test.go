@@ -11,7 +11,7 @@ import (
 // The README's loadtest table is generated from the flag definitions; this
 // fails when a flag, default or help text changes without the README.
 func TestREADMEFlagTable(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

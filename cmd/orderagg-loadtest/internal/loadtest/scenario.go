@@ -205,23 +205,23 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 	sc, _ := findScenario(o.Scenario) // checked by the flag
 	e := &experiment{o: o, stderr: stderr, tty: isTerminal(stderr), report: &Report{
 		Scenario: sc.name, About: sc.about, Machine: machine(),
-		Command: strings.TrimSpace("orderagg loadtest " + strings.Join(args, " ")),
+		Command: strings.TrimSpace("orderagg-loadtest " + strings.Join(args, " ")),
 	}}
 	if o.Plot != "" {
 		if err := os.MkdirAll(o.Plot, 0o755); err != nil {
-			fmt.Fprintf(stderr, "orderagg loadtest: --plot %s: %v\n", o.Plot, err)
+			fmt.Fprintf(stderr, "orderagg-loadtest: --plot %s: %v\n", o.Plot, err)
 			return 1
 		}
 	}
 	if o.CPUProfile != "" {
 		f, err := os.Create(o.CPUProfile)
 		if err != nil {
-			fmt.Fprintf(stderr, "orderagg loadtest: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "orderagg-loadtest: --cpuprofile: %v\n", err)
 			return 1
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "orderagg loadtest: --cpuprofile: %v\n", err)
+			fmt.Fprintf(stderr, "orderagg-loadtest: --cpuprofile: %v\n", err)
 			return 1
 		}
 		defer pprof.StopCPUProfile()
@@ -235,7 +235,7 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 		case errors.Is(err, errNoRedisServer):
 			e.report.Cache = "embedded (no redis-server on PATH): its Lua interpreter runs in orderagg's process and inflates its CPU per page"
 		case err != nil:
-			fmt.Fprintf(stderr, "orderagg loadtest: %v\n", err)
+			fmt.Fprintf(stderr, "orderagg-loadtest: %v\n", err)
 			return 1
 		default:
 			defer rs.stop()
@@ -249,7 +249,7 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 		err = errors.New("interrupted")
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "orderagg loadtest: scenario %s: %v\n", sc.name, err)
+		fmt.Fprintf(stderr, "orderagg-loadtest: scenario %s: %v\n", sc.name, err)
 		return 1
 	}
 	if o.JSON {

@@ -14,7 +14,7 @@ import (
 	"github.com/orderagg/orderagg/internal/config"
 )
 
-// Options are the settings of one `orderagg loadtest` invocation.
+// Options are the settings of one `orderagg-loadtest` invocation.
 type Options struct {
 	URL         string
 	Rate        float64
@@ -312,7 +312,7 @@ func Table() []config.FlagDoc {
 // usage writes --help: every flag with its environment twin and default.
 func usage(w io.Writer) {
 	def := DefaultOptions()
-	fmt.Fprintf(w, `Usage: orderagg loadtest [flags]
+	fmt.Fprintf(w, `Usage: orderagg-loadtest [flags]
 
 Drives load at a running orderagg and prints throughput, latency
 percentiles, the HTTP status mix, the share of degraded pages and, per

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/orderagg/orderagg/internal/loadtest/floor"
+	"github.com/orderagg/orderagg/cmd/orderagg-loadtest/internal/loadtest/floor"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 

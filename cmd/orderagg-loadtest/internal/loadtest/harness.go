@@ -15,7 +15,7 @@ import (
 
 	"github.com/orderagg/orderagg/internal/app"
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/loadtest/floor"
+	"github.com/orderagg/orderagg/cmd/orderagg-loadtest/internal/loadtest/floor"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 

@@ -178,7 +178,7 @@ func (r *recorder) count() int64 {
 	return r.all.n
 }
 
-// Summary is the outcome of one run: what `orderagg loadtest` prints, and
+// Summary is the outcome of one run: what `orderagg-loadtest` prints, and
 // with --json, the object it writes.
 type Summary struct {
 	// Requests measured: sent after the warm-up, answered or not.

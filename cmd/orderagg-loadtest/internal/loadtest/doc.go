@@ -1,4 +1,4 @@
-// Package loadtest is `orderagg loadtest`: a load tool that users point at
+// Package loadtest is `orderagg-loadtest`: a load tool that users point at
 // their own orderagg, and the in-process experiments of docs/experiments.md.
 //
 // # What a run measures

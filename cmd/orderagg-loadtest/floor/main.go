@@ -1,16 +1,16 @@
 // Command floor serves the bare aggregator that orderagg's experiments
-// measure against (internal/loadtest/floor): the four downstream calls in
+// measure against (cmd/orderagg-loadtest/internal/loadtest/floor): the four downstream calls in
 // parallel with plain net/http — no per-call timeouts, bulkheads, breaker,
 // cache or fallbacks — answering the contract's page shape when every call
 // succeeds, 502 when one fails and 504 at the deadline. It exists so the
 // comparison in docs/experiments.md can be repeated by hand, out of process:
 //
 //	orderagg sim --addr 127.0.0.1:9100 &
-//	(cd bench && go run ./floor --addr 127.0.0.1:8090 --downstream-url http://127.0.0.1:9100) &
-//	orderagg loadtest --url http://127.0.0.1:8090
+//	go run ./cmd/orderagg-loadtest/floor --addr 127.0.0.1:8090 --downstream-url http://127.0.0.1:9100 &
+//	orderagg-loadtest --url http://127.0.0.1:8090
 //
-// It is benchmark equipment, not a product: it lives in the bench module so
-// nothing a user builds or runs includes it.
+// It is benchmark equipment, not a product: it lives beside the load tool,
+// so the service binary never links it.
 package main
 
 import (
@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/loadtest/floor"
+	"github.com/orderagg/orderagg/cmd/orderagg-loadtest/internal/loadtest/floor"
 )
 
 func main() {

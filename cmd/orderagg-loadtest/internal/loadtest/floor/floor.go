@@ -7,8 +7,8 @@
 // is the difference between the two.
 //
 // It is test and benchmark equipment, never part of the service:
-// `orderagg loadtest --scenario …` serves it in-process, and
-// bench/floor runs it as a program to load by hand.
+// `orderagg-loadtest --scenario …` serves it in-process, and
+// cmd/orderagg-loadtest/floor runs it as a program to load by hand.
 package floor
 
 import (
