@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orderagg/orderagg/cmd/orderagg-loadtest/internal/loadtest/floor"
 	"github.com/orderagg/orderagg/internal/app"
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/cmd/orderagg-loadtest/internal/loadtest/floor"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
