@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/orderagg/orderagg/internal/resilience"
 )
@@ -32,33 +34,51 @@ type Control interface {
 var ErrUnknownDependency = errors.New("unknown dependency")
 
 // maxAdminBody bounds an admin request body: settings are small.
-const maxAdminBody = 64 << 10
+const maxAdminBody = "64K"
 
 // NewAdmin builds the admin API's router. Every request needs
-// "Authorization: Bearer <token>"; the token is compared in constant time.
+// "Authorization: Bearer <token>"; see tokenCheck for the comparison.
 func NewAdmin(ctl Control, token string, logger *slog.Logger) *echo.Echo {
 	e := newEcho(logger)
-	e.Use(requestID, recoverPanics(logger), bearer(token))
+	e.Use(recovery(logger, false), requestID(), bearer(token), middleware.BodyLimit(maxAdminBody))
 	a := &admin{ctl: ctl, logger: logger}
-	e.GET("/admin/dependencies", a.list)
+	get(e, "/admin/dependencies", a.list)
 	e.PATCH("/admin/dependencies/:dep", a.patch)
 	e.POST("/admin/dependencies/:dep/breaker", a.force)
 	return e
 }
 
+// bearer refuses, with 401 and a challenge, every request without the
+// token; a missing header and a wrong token look alike to the caller.
 func bearer(token string) echo.MiddlewareFunc {
-	want := []byte("Bearer " + token)
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			got := []byte(c.Request().Header.Get(echo.HeaderAuthorization))
-			if subtle.ConstantTimeCompare(got, want) != 1 {
-				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="orderagg-admin"`)
-				return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required"}
-			}
-			return next(c)
-		}
+	valid := tokenCheck(token)
+	return middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
+		KeyLookup:  "header:" + echo.HeaderAuthorization,
+		AuthScheme: "Bearer",
+		Validator:  func(key string, _ echo.Context) (bool, error) { return valid(key), nil },
+		ErrorHandler: func(_ error, c echo.Context) error {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="orderagg-admin"`)
+			return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required"}
+		},
+	})
+}
+
+// tokenCheck reports whether a presented token is token. Both sides are
+// hashed first, so the constant-time comparison always weighs 32 bytes
+// against 32: subtle.ConstantTimeCompare returns at once on a length
+// mismatch, which would tell a caller the token's length. An empty token
+// matches nothing.
+func tokenCheck(token string) func(string) bool {
+	want := sha256.Sum256([]byte(token))
+	return func(got string) bool {
+		sum := sha256.Sum256([]byte(got))
+		return constantTimeCompare(sum[:], want[:]) == 1 && token != ""
 	}
 }
+
+// constantTimeCompare is subtle.ConstantTimeCompare; a test swaps it to see
+// what is compared.
+var constantTimeCompare = subtle.ConstantTimeCompare
 
 type admin struct {
 	ctl    Control
@@ -120,13 +140,16 @@ func (a *admin) controlError(dep string, err error) error {
 	return badRequest(err.Error())
 }
 
+// readBody reads the body, which middleware.BodyLimit holds to
+// maxAdminBody: beyond it the read fails with its 413.
 func readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, maxAdminBody+1))
-	if err != nil {
+	body, err := io.ReadAll(c.Request().Body)
+	var tooLarge *echo.HTTPError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &APIError{Status: tooLarge.Code, Code: CodeTooLarge, Message: "body over " + maxAdminBody + "B"}
+	case err != nil:
 		return nil, badRequest("reading body: " + err.Error())
-	}
-	if len(body) > maxAdminBody {
-		return nil, &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: "body over 64 KiB"}
 	}
 	return body, nil
 }

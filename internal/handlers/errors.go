@@ -51,8 +51,9 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
+		ensureRequestID(c)
 		apiErr := toAPIError(err)
-		if apiErr.Status >= 500 && apiErr.Code == CodeInternal {
+		if apiErr.Status >= 500 && apiErr.Code == CodeInternal && apiErr != errPanicked {
 			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
 		}
 		if apiErr.RetryAfter > 0 {
@@ -86,6 +87,8 @@ func toAPIError(err error) *APIError {
 			code = CodeMethodNotAllowed
 		case http.StatusRequestURITooLong:
 			code = CodeURITooLong
+		case http.StatusRequestEntityTooLarge:
+			code = CodeTooLarge
 		case http.StatusUnauthorized:
 			code = CodeUnauthorized
 		case http.StatusServiceUnavailable:

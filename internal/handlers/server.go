@@ -7,14 +7,13 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"runtime/debug"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/status"
@@ -48,14 +47,25 @@ type Options struct {
 	Rejected func(ctx context.Context)
 	// Middleware runs after request ids are set (telemetry's server spans).
 	Middleware []echo.MiddlewareFunc
+
+	// outer runs just inside the outer recovery, before request ids
+	// (tests put a panicking middleware there).
+	outer []echo.MiddlewareFunc
 }
 
-// New builds the public API's router.
+// New builds the public API's router. Middleware, outermost first:
+// recovery, request id, URL length, o.Middleware, recovery again. The outer
+// recovery is the safety net: a panic anywhere, in a middleware included,
+// becomes a logged JSON 500. The inner one turns a handler's panic into an
+// error before it passes o.Middleware, so the server span and its status
+// see the 500 too.
 func New(o Options) *echo.Echo {
 	e := newEcho(o.Logger)
-	e.Use(requestID, limitURL)
+	e.Use(recovery(o.Logger, false))
+	e.Use(o.outer...)
+	e.Use(requestID(), limitURL)
 	e.Use(o.Middleware...)
-	e.Use(recoverPanics(o.Logger))
+	e.Use(recovery(o.Logger, true))
 
 	record := o.Record
 	if record == nil {
@@ -70,22 +80,22 @@ func New(o Options) *echo.Echo {
 		rejected = func(context.Context) {}
 	}
 	h := &orders{pager: o.Pager, deadline: o.Deadline, limiter: limiter, record: record, rejected: rejected}
-	e.GET("/v1/orders/:id", h.get)
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", func(c echo.Context) error {
+	get(e, "/v1/orders/:id", h.get)
+	get(e, "/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	get(e, "/readyz", func(c echo.Context) error {
 		if o.Ready != nil && !o.Ready() {
 			return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "starting or draining; not taking traffic", RetryAfter: 1}
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
 	if o.Report != nil {
-		e.GET("/v1/resilience", func(c echo.Context) error {
+		get(e, "/v1/resilience", func(c echo.Context) error {
 			c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 			return c.JSON(http.StatusOK, o.Report())
 		})
 	}
 	if o.Metrics != nil {
-		e.GET("/metrics", echo.WrapHandler(o.Metrics))
+		get(e, "/metrics", echo.WrapHandler(o.Metrics))
 	}
 	if o.Dashboard != nil {
 		d := echo.WrapHandler(o.Dashboard)
@@ -102,17 +112,42 @@ func newEcho(logger *slog.Logger) *echo.Echo {
 	return e
 }
 
+// get routes GET and HEAD to h: the contract answers HEAD wherever it
+// answers GET, and net/http drops the body of a HEAD answer by itself.
+func get(e *echo.Echo, path string, h echo.HandlerFunc) {
+	e.Match(getHead, path, h)
+}
+
+var getHead = []string{http.MethodGet, http.MethodHead}
+
 // requestID keeps the caller's X-Request-Id when it is a sane token, and
 // makes one otherwise, so every answer and log line can be tied together.
-func requestID(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id := c.Request().Header.Get(echo.HeaderXRequestID)
-		if !saneRequestID(id) {
-			id = newRequestID()
-		}
-		c.Response().Header().Set(echo.HeaderXRequestID, id)
-		return next(c)
+func requestID() echo.MiddlewareFunc {
+	return middleware.RequestIDWithConfig(middleware.RequestIDConfig{
+		Generator: newRequestID,
+		// echo keeps any non-empty id; an absurd one (control bytes,
+		// kilobytes long) is replaced rather than echoed into our answers
+		// and logs.
+		RequestIDHandler: func(c echo.Context, id string) {
+			if !saneRequestID(id) {
+				c.Response().Header().Set(echo.HeaderXRequestID, newRequestID())
+			}
+		},
+	})
+}
+
+// ensureRequestID gives an answer that left the chain before requestID ran
+// (a panic in an outer middleware) its X-Request-Id after all.
+func ensureRequestID(c echo.Context) {
+	h := c.Response().Header()
+	if h.Get(echo.HeaderXRequestID) != "" {
+		return
 	}
+	id := c.Request().Header.Get(echo.HeaderXRequestID)
+	if !saneRequestID(id) {
+		id = newRequestID()
+	}
+	h.Set(echo.HeaderXRequestID, id)
 }
 
 // newRequestID returns 96 random bits in hex. Ids correlate log lines and
@@ -146,24 +181,28 @@ func limitURL(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// recoverPanics turns a handler's panic into a logged 500, so one bad
-// request cannot take the process down.
-func recoverPanics(logger *slog.Logger) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) (err error) {
-			defer func() {
-				r := recover()
-				if r == nil {
-					return
-				}
-				if r == http.ErrAbortHandler {
-					panic(r) // net/http's way to abort a response; let it
-				}
-				logger.ErrorContext(c.Request().Context(), "panic in handler",
-					"panic", fmt.Sprint(r), "path", c.Path(), "stack", string(debug.Stack()))
-				err = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
-			}()
-			return next(c)
-		}
-	}
+// errPanicked is the answer to a recovered panic. It is logged, with the
+// stack, where it is recovered, so the error handler does not log it again.
+var errPanicked = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+
+// recoveryStackBytes bounds the stack logged with a panic: the panicking
+// goroutine's frames, not every goroutine's.
+const recoveryStackBytes = 16 << 10
+
+// recovery turns a panic below it into a logged 500 (ERROR, with the stack),
+// so one bad request cannot take the process down. passUp returns the error
+// to the middleware above instead of answering at once.
+func recovery(logger *slog.Logger, passUp bool) echo.MiddlewareFunc {
+	return middleware.RecoverWithConfig(middleware.RecoverConfig{
+		StackSize:           recoveryStackBytes,
+		DisableStackAll:     true,
+		DisableErrorHandler: passUp,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			req := c.Request()
+			logger.ErrorContext(req.Context(), "panic serving a request",
+				"panic", err.Error(), "method", req.Method, "path", req.URL.Path,
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "stack", string(stack))
+			return errPanicked
+		},
+	})
 }
