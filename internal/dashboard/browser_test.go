@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -22,9 +23,11 @@ import (
 	"github.com/orderagg/orderagg/internal/status"
 )
 
-// screenshotEnv, set to 1, makes the browser test write the README's
-// screenshot instead of a throwaway one, after letting the charts fill.
-const screenshotEnv = "ORDERAGG_UPDATE_SCREENSHOT"
+// screenshotEnv, set to a file name (absolute, or relative to this
+// package's directory), makes the browser test write its screenshot there,
+// after letting the charts fill: `make screenshot` regenerates the README's
+// docs/img/dashboard.png this way, so the picture cannot go stale.
+const screenshotEnv = "ORDERAGG_SCREENSHOT"
 
 // findChromium returns a Chromium-family browser on PATH. Without one the
 // test is skipped on a developer's machine but fails in CI (CI=true), where
@@ -203,7 +206,8 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // must say so.
 func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	chromium := findChromium(t)
-	update := os.Getenv(screenshotEnv) == "1"
+	shot := os.Getenv(screenshotEnv)
+	update := shot != ""
 
 	guards := newGuards(t)
 	ordered := make([]*resilience.Guard, 0, len(profiles))
@@ -220,23 +224,9 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(d.Close)
 	t.Cleanup(traffic(guards, faults))
+	d.Start()
 
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		append(chromedp.DefaultExecAllocatorOptions[:],
-			chromedp.ExecPath(chromium),
-			chromedp.NoSandbox, // the tests run as root
-			chromedp.Headless,
-			chromedp.DisableGPU,
-			chromedp.WindowSize(1280, 800),
-		)...)
-	defer cancelAlloc()
-	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	// Start the browser on a context without a time limit (a limit on the
-	// first run would bound the browser's whole life), then bound each step.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting %s: %v", chromium, err)
-	}
+	ctx := startBrowser(t, chromium)
 	// Uncaught exceptions and browser errors (a refused Content-Security-
 	// Policy, a failed request) mean a broken page even if the DOM looks right.
 	problems := watchConsole(t, ctx)
@@ -329,7 +319,7 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 		// Let the outage show on the charts: 3 s more at 4 reports a second,
 		// while the 5 s window still holds the failures that opened it.
 		waitSamples(t, ctx, samples(t, ctx)+12)
-		path = filepath.Join("..", "..", "docs", "img", "dashboard.png")
+		path = shot
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -345,6 +335,30 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	for _, p := range problems() {
 		t.Errorf("browser console: %s", p)
 	}
+}
+
+// startBrowser starts headless Chromium for the rest of the test. It runs
+// on a context without a time limit (a limit on the first run would bound
+// the browser's whole life); bound each step instead.
+func startBrowser(t *testing.T, chromium string) context.Context {
+	t.Helper()
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(chromium),
+			chromedp.NoSandbox, // the tests run as root
+			chromedp.Headless,
+			chromedp.DisableGPU,
+			chromedp.WindowSize(1280, 800),
+		)...)
+	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	// Cleanups run last first: the browser goes before the servers the test
+	// registered earlier, so no stream waits on it.
+	t.Cleanup(cancelAlloc)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	return ctx
 }
 
 // watchConsole gathers the page's uncaught exceptions and error-level
@@ -390,5 +404,132 @@ func watchConsole(t *testing.T, ctx context.Context) func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), got...)
+	}
+}
+
+// firstLoadReport is a report at now of five dependencies with counts wide
+// enough to need room (fallback_success in the tens of thousands); coupon
+// has a recommended timeout, the others have too few successes (0).
+func firstLoadReport(now time.Time, step int64) status.Report {
+	r := status.Report{GeneratedAt: now, DeadlineMS: 1500}
+	for i, p := range profiles {
+		n := 1000*int64(i+1) + step
+		d := status.Dependency{
+			Name: p.name, Breaker: "CLOSED",
+			Counts: map[string]int64{"success": n, "failure": n / 10, "fallback_success": 10000 + n, "fallback_failure": 10000 + n,
+				"short_circuited": 10000 + n, "bad_request": 10000 + n, "rejected": n, "deadline": n},
+			ErrorPercent: 9.1,
+			LatencyMS:    status.Latency{P50: 10, P90: 20, P99: 30, P999: 40, Count: n},
+			Bulkhead:     status.Bulkhead{Capacity: 10},
+			TimeoutMS:    float64(p.timeout.Milliseconds()),
+			WindowMS:     10000,
+			Warnings:     []string{},
+		}
+		if p.name == sim.ServiceCoupon {
+			d.RecommendedTimeoutMS = 148
+		}
+		r.Dependencies = append(r.Dependencies, d)
+	}
+	return r
+}
+
+// TestBrowserFirstLoadExplainsItself opens the page on a dashboard that has
+// sampled for a minute: the charts are full from the first report, no event
+// counter's name is clipped at any width, and a dependency without a
+// recommended timeout says so in words.
+func TestBrowserFirstLoadExplainsItself(t *testing.T) {
+	chromium := findChromium(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	d := New(Options{
+		Report:   func() status.Report { return firstLoadReport(now, 60) },
+		Interval: time.Hour, // only the first report: what a page shows on load
+	})
+	for i := range HistorySize {
+		d.history.add(firstLoadReport(now.Add(time.Duration(i-HistorySize)*time.Second), int64(i)))
+	}
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	t.Cleanup(d.Close)
+
+	// The contract's advisor answers null, not 0, while it cannot judge;
+	// status.Report may not say null yet, so this stream does.
+	stop := make(chan struct{})
+	nullSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/dashboard/events" {
+			d.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "retry: 600000\n\nevent: report\ndata: {\"generated_at\":%q,\"deadline_ms\":1500,\"dependencies\":["+
+			`{"name":"coupon","breaker":"CLOSED","counts":{"success":3},"error_percent":0,`+
+			`"latency_ms":{"p50":3,"p90":4,"p99":5,"p999":6,"count":3},"bulkhead":{"in_use":0,"capacity":10,"queued":0},`+
+			`"timeout_ms":300,"recommended_timeout_ms":null,"window_ms":10000,"warnings":[]}]}`+"\n\n", now.Format(time.RFC3339))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(nullSrv.Close)
+	t.Cleanup(func() { close(stop) })
+
+	ctx := startBrowser(t, chromium)
+	problems := watchConsole(t, ctx)
+
+	// Three tiles a row from about 1170px (at 1240 and 1180 they are
+	// near their 360px minimum), two at 800, one on a 390px phone.
+	for _, width := range []int64{1440, 1280, 1240, 1180, 800, 390} {
+		within(t, ctx, 15*time.Second, fmt.Sprintf("loading the page %dpx wide", width),
+			chromedp.EmulateViewport(width, 900),
+			chromedp.Navigate(srv.URL+"/dashboard"),
+			chromedp.WaitVisible(chromedp.CSS(`[data-role="connection"][data-state="live"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-dep="cache"] [data-role="chart"]`)),
+		)
+		// One report has arrived, yet every chart holds the minute before it.
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](
+			`[...document.querySelectorAll('[data-role="chart"]')].map(s => Number(s.dataset.samples))`))
+		if err != nil || len(n) != len(profiles) {
+			t.Fatalf("%dpx: chart samples %v (%v)", width, n, err)
+		}
+		for i, got := range n {
+			if got < HistorySize {
+				t.Errorf("%dpx: chart %d holds %d points after the first report, want the %d of history and more", width, i, got, HistorySize)
+			}
+		}
+		paths, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`[...document.querySelectorAll('[data-dep="order"] [data-role="chart"] .rate-line')].map(p => p.getAttribute("d"))`))
+		if err != nil || len(paths) != 1 || strings.Count(paths[0], "L") < HistorySize-1 {
+			t.Errorf("%dpx: order's rate line %q (%v), want a line through the history", width, paths, err)
+		}
+		// Every event name shows in full.
+		clipped, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`[...document.querySelectorAll('.events .k')].filter(k => k.scrollWidth > k.clientWidth).map(k => k.closest('[data-dep]').dataset.dep + ":" + k.textContent + " " + k.scrollWidth + ">" + k.clientWidth)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range clipped {
+			t.Errorf("%dpx: counter label clipped: %s", width, c)
+		}
+		if got := text(t, ctx, `[data-dep="coupon"] [data-role="recommended"]`); got != "148 ms" {
+			t.Errorf("%dpx: coupon's recommended timeout %q, want 148 ms", width, got)
+		}
+		if got := text(t, ctx, `[data-dep="order"] [data-role="recommended"]`); got != "not enough data" {
+			t.Errorf("%dpx: order (recommended 0) shows %q, want not enough data", width, got)
+		}
+	}
+
+	within(t, ctx, 15*time.Second, "loading the page whose report says null",
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(nullSrv.URL+"/dashboard"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-dep="coupon"] [data-role="recommended"]`)),
+	)
+	if got := text(t, ctx, `[data-dep="coupon"] [data-role="recommended"]`); got != "not enough data" {
+		t.Errorf("recommended_timeout_ms null shows %q, want not enough data", got)
+	}
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-dep="coupon"] .rec').hidden`)); err != nil || !hidden {
+		t.Errorf("the recommended-timeout mark shows for null (%v)", err)
+	}
+	for _, p := range problems() {
+		t.Errorf("browser console: %s", p)
 	}
 }

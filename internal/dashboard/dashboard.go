@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"fmt"
-	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -15,12 +14,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"github.com/orderagg/orderagg/internal/status"
 )
 
 // DefaultInterval is how often a stream sends a report when Options.Interval
 // is not set: the contract asks for at least one update a second.
 const DefaultInterval = time.Second
+
+// DefaultMaxStreams bounds the event streams open at once when
+// Options.MaxStreams is not set. Each holds a goroutine and a connection for
+// as long as a tab stays open, and streams bypass the order-detail
+// admission limit, so without a bound a client could open thousands.
+const DefaultMaxStreams = 100
 
 // Options configures a Dashboard. Only Report is required.
 type Options struct {
@@ -38,10 +44,17 @@ type Options struct {
 	// Title is the service name shown in the page's header; default
 	// "orderagg".
 	Title string
+	// MaxStreams bounds the event streams open at once; beyond it a stream
+	// is refused with 503 TOO_MANY_STREAMS and Retry-After. Default
+	// DefaultMaxStreams.
+	MaxStreams int
 
 	// newTicker replaces time.NewTicker in tests, so that a test decides
 	// when a stream's next report is due instead of sleeping.
 	newTicker func(time.Duration) (<-chan time.Time, func())
+	// streamEnded, if set, is called as each stream's handler returns, so
+	// a test can wait for a slot to free instead of sleeping.
+	streamEnded func()
 }
 
 // Dashboard serves the page, its event stream and, in demo mode, the fault
@@ -57,13 +70,21 @@ type Dashboard struct {
 	csp  string
 	mux  *http.ServeMux
 
-	// closing is closed by Close; streams counts the event streams still
-	// running so that Close can wait for them. mu orders streams.Add
-	// against Close, as sync.WaitGroup requires.
+	maxStreams  int
+	streamEnded func()
+
+	// closing is closed by Close; streams counts the event streams (and
+	// the history sampler) still running so that Close can wait for them;
+	// open is the streams among them, held to maxStreams. mu orders
+	// streams.Add against Close, as sync.WaitGroup requires.
 	mu      sync.Mutex
 	closed  bool
+	started bool
+	open    int
 	closing chan struct{}
 	streams sync.WaitGroup
+
+	history history
 }
 
 //go:embed page.html
@@ -95,9 +116,18 @@ func New(opts Options) *Dashboard {
 		ticker:   opts.newTicker,
 		closing:  make(chan struct{}),
 		mux:      http.NewServeMux(),
+
+		maxStreams:  opts.MaxStreams,
+		streamEnded: opts.streamEnded,
 	}
 	if d.interval <= 0 {
 		d.interval = DefaultInterval
+	}
+	if d.maxStreams <= 0 {
+		d.maxStreams = DefaultMaxStreams
+	}
+	if d.streamEnded == nil {
+		d.streamEnded = func() {}
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -139,10 +169,10 @@ func New(opts Options) *Dashboard {
 // ServeHTTP implements http.Handler.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.mux.ServeHTTP(w, r) }
 
-// Close ends every open event stream and waits until their handlers have
-// returned; streams requested afterwards are refused with 503. The page and
-// the fault routes keep working. Close is idempotent and suits
-// http.Server.RegisterOnShutdown.
+// Close ends every open event stream and the history sampler, and waits
+// until they have returned; streams requested afterwards are refused with
+// 503. The page and the fault routes keep working. Close is idempotent and
+// suits http.Server.RegisterOnShutdown.
 func (d *Dashboard) Close() {
 	d.mu.Lock()
 	if !d.closed {
@@ -208,6 +238,7 @@ const (
 	codeNotFound         = "NOT_FOUND"
 	codeMethodNotAllowed = "METHOD_NOT_ALLOWED"
 	codeUnavailable      = "UNAVAILABLE"
+	codeTooManyStreams   = "TOO_MANY_STREAMS"
 	codeUnknownService   = "UNKNOWN_SERVICE"
 	codeInvalidFault     = "INVALID_FAULT"
 	codeInternal         = "INTERNAL"

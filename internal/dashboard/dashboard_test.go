@@ -97,7 +97,7 @@ func TestRouting(t *testing.T) {
 		}
 	}
 	w = do(t, d, http.MethodPost, "/dashboard/events", "")
-	if code := errorCode(t, w, http.StatusMethodNotAllowed); code != codeMethodNotAllowed || w.Header().Get("Allow") != "GET" {
+	if code := errorCode(t, w, http.StatusMethodNotAllowed); code != codeMethodNotAllowed || w.Header().Get("Allow") != "GET, HEAD" {
 		t.Errorf("POST events: code %s, Allow %q", code, w.Header().Get("Allow"))
 	}
 }

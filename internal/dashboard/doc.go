@@ -17,9 +17,12 @@
 //
 //	GET    /dashboard                  the page (text/html)
 //	GET    /dashboard/events           text/event-stream: "event: report" with the
-//	                                   /v1/resilience document at once and then every
-//	                                   Options.Interval; in demo mode also "event: faults"
-//	                                   with the faults in force whenever they change
+//	                                   /v1/resilience document at once (the first one
+//	                                   also carries "history", the last minute's samples)
+//	                                   and then every Options.Interval; in demo mode also
+//	                                   "event: faults" with the faults in force whenever
+//	                                   they change. At most Options.MaxStreams at once;
+//	                                   beyond, 503 TOO_MANY_STREAMS with Retry-After
 //	GET    /dashboard/faults           the faults in force, keyed by service
 //	DELETE /dashboard/faults           every service back to healthy
 //	GET    /dashboard/faults/{service} that service's fault
@@ -30,10 +33,16 @@
 // otherwise they are 404, so a production service never exposes a way to
 // break itself. Every error is JSON {"error":{"code":"…","message":"…"}}.
 //
+// # History
+//
+// [Dashboard.Start] samples the report once a second into a ring of the
+// last minute (60 samples), whether or not anyone watches, so that a page
+// opened during an incident shows how it began rather than empty charts.
+//
 // # Shutdown
 //
 // http.Server.Shutdown waits for active requests, and an event stream never
-// ends on its own. [Dashboard.Close] ends every open stream and waits until
-// their handlers have returned; register it with
+// ends on its own. [Dashboard.Close] ends every open stream and the sampler
+// and waits until they have returned; register it with
 // http.Server.RegisterOnShutdown.
 package dashboard

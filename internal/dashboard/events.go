@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/sim"
@@ -28,27 +29,43 @@ const minWriteWait = 10 * time.Second
 // Close is called. It runs on the server's goroutine for the request and
 // starts none of its own.
 func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
-	if !allowMethods(w, r, http.MethodGet) {
+	if !allowMethods(w, r, http.MethodGet, http.MethodHead) {
+		return
+	}
+	if r.Method == http.MethodHead {
+		// What a GET would start with, without taking a slot.
+		setStreamHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	d.mu.Lock()
-	if d.closed {
+	switch {
+	case d.closed:
 		d.mu.Unlock()
 		w.Header().Set("Retry-After", "2")
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the dashboard is shutting down")
 		return
+	case d.open >= d.maxStreams:
+		d.mu.Unlock()
+		d.log.DebugContext(r.Context(), "dashboard stream refused: too many open", "max", d.maxStreams, "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, codeTooManyStreams,
+			fmt.Sprintf("%d dashboard streams are open, the most this service allows; retry later", d.maxStreams))
+		return
 	}
+	d.open++
 	d.streams.Add(1)
 	d.mu.Unlock()
-	defer d.streams.Done()
+	defer func() {
+		d.mu.Lock()
+		d.open--
+		d.mu.Unlock()
+		d.streams.Done()
+		d.streamEnded()
+	}()
 
 	s := &stream{w: w, rc: http.NewResponseController(w), wait: max(minWriteWait, 3*d.interval)}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	// Reverse proxies such as nginx buffer responses by default, which
-	// would hold every event back.
-	h.Set("X-Accel-Buffering", "no")
+	setStreamHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 
 	ctx := r.Context()
@@ -61,8 +78,11 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if err := s.raw(fmt.Sprintf("retry: %d\n\n", retryMS)); err != nil {
 		return
 	}
+	// The first report carries the last minute, so the page's charts start
+	// full instead of as empty boxes.
+	var report any = withHistory{Report: d.report(), History: d.history.samples()}
 	for {
-		if err := s.event("report", d.report()); err != nil {
+		if err := s.event("report", report); err != nil {
 			return
 		}
 		if d.faults != nil {
@@ -77,6 +97,7 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-tick:
+			report = d.report()
 		case <-ctx.Done():
 			return
 		case <-d.closing:
@@ -87,6 +108,18 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// streamRetryAfter is the Retry-After, in seconds, of a stream refused for
+// want of a slot: streams are long-lived, so one frees rarely soon.
+const streamRetryAfter = 5
+
+func setStreamHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	// Reverse proxies such as nginx buffer responses by default, which
+	// would hold every event back.
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // stream writes server-sent events to one client.
