@@ -66,6 +66,10 @@ type Serve struct {
 	// section, act long before admission, which refuses the page.
 	MaxInflight int
 
+	// MaxEventStreams bounds the dashboard's event streams open at once;
+	// the next gets 503 TOO_MANY_STREAMS. Default 100.
+	MaxEventStreams int
+
 	// Admission is how the in-flight limit is set: AdmissionFixed (the
 	// default) holds it at MaxInflight; AdmissionAdaptive lowers it below
 	// MaxInflight while requests queue in this process (a latency gradient,
@@ -109,6 +113,7 @@ func DefaultServe() Serve {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
+		MaxEventStreams:   100,
 		Admission:         AdmissionFixed,
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -154,6 +154,7 @@ func serveFlags(s *Serve) []flagSpec {
 		{"deadline", "duration", "total budget of one order-detail request", durationValue{&s.Deadline}},
 		{"reserve", "duration", "part of the deadline kept back for fallbacks, assembly and encoding", durationValue{&s.Reserve}},
 		{"max-inflight", "int", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", intValue{&s.MaxInflight}},
+		{"max-event-streams", "int", "dashboard event streams open at once; beyond it 503 TOO_MANY_STREAMS", intValue{&s.MaxEventStreams}},
 		{"admission", "mode", "admission limit: fixed (--max-inflight) or adaptive (a latency gradient below --max-inflight; see docs/design.md)", choiceValue{&s.Admission, admissionModes}},
 		{"config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP", stringValue{&s.ConfigFile}},
 		{"admin-addr", "host:port", "listen address of the admin API; empty: off", addrValue{p: &s.AdminAddr, optional: true}},

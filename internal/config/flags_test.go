@@ -39,6 +39,7 @@ func TestParseServeDefaults(t *testing.T) {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
+		MaxEventStreams:   100,
 		Admission:         "fixed",
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -320,7 +321,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		table []config.FlagDoc
 		count int
 	}{
-		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 12 + len(registry.Names())}, // one --NAME-url per downstream
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 13 + len(registry.Names())}, // one --NAME-url per downstream
 		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
 	}
 	for _, tc := range tests {
