@@ -44,6 +44,22 @@ type Env struct {
 	OnReady func(Addrs)
 	// Version is the build's version, reported as service.version.
 	Version string
+	// IsTerminal reports whether w is a terminal; nil means a character
+	// device check on an *os.File. In demo mode, a terminal Stderr also
+	// gets the fault commands as plain lines that paste into a shell.
+	IsTerminal func(w io.Writer) bool
+}
+
+// isTerminal reports whether w is a character device (a terminal, or
+// /dev/null, where the extra lines do no harm); pipes, files and sockets,
+// where log collectors read, are not.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // Addrs are the addresses a running service listens on.
@@ -54,12 +70,20 @@ type Addrs struct {
 }
 
 // newLogger writes JSON lines to w, each carrying the trace and span ids of
-// its context when there are any.
+// its context when there are any. Durations are written as "1.5s", not as
+// nanoseconds, which no reader of a log line can take in at a glance.
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	if w == nil {
 		w = os.Stderr
 	}
-	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationString})))
+}
+
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // Serve runs the order-detail service until ctx ends, then drains: readiness
@@ -88,7 +112,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	simAddr := ""
 	if cfg.EmbeddedDownstreams() {
 		simSrv = sim.New(sim.WithLogger(logger.With("component", "sim")))
-		srv, addr, err := startHTTP("127.0.0.1:0", simSrv, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
+		srv, addr, err := startHTTP("127.0.0.1:0", simSrv, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger.With("server", "sim"))
 		if err != nil {
 			return fmt.Errorf("starting embedded simulators: %w", err)
 		}
@@ -98,9 +122,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		base := "http://" + addr
 		cfg.URLs = config.SameURL(base)
 		logger.Info("embedded demo mode: simulated downstreams in-process",
-			"sim_addr", addr,
-			"inject_fault", fmt.Sprintf(`curl -X PUT %s/faults/logistics -d '{"hang":true}'`, base),
-			"clear_faults", fmt.Sprintf("curl -X DELETE %s/faults", base))
+			"sim_addr", addr, "inject_fault", injectFault(base), "clear_faults", clearFaults(base))
 	}
 
 	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger)
@@ -178,11 +200,13 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	ctl := &control{deps: deps, deadline: cfg.Deadline, guards: guards, sections: sections, logger: logger}
 
 	report := func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) }
-	dashOpts := dashboard.Options{Report: report, Logger: logger}
+	dashOpts := dashboard.Options{Report: report, Logger: logger, MaxStreams: cfg.MaxEventStreams}
 	if simSrv != nil {
 		dashOpts.Faults = simSrv // demo mode: the page can break a dependency
 	}
 	dash := dashboard.New(dashOpts)
+	dash.Start() // the last minute, for a page opened later
+	closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
 
 	limiter, err := newLimiter(cfg)
 	if err != nil {
@@ -206,7 +230,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		Rejected:    tel.RecordRejected,
 		Middleware:  []echo.MiddlewareFunc{tel.Middleware()},
 	})
-	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
+	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger.With("server", "api"))
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
@@ -220,7 +244,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 
 	adminAddr := ""
 	if cfg.AdminAddr != "" {
-		adminSrv, addr, err := startHTTP(cfg.AdminAddr, handlers.NewAdmin(ctl, cfg.AdminToken, logger), httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger)
+		adminSrv, addr, err := startHTTP(cfg.AdminAddr, handlers.NewAdmin(ctl, cfg.AdminToken, logger), httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger.With("server", "admin"))
 		if err != nil {
 			return fmt.Errorf("--admin-addr: %w", err)
 		}
@@ -232,7 +256,16 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	}
 
 	ready.Store(true)
-	logger.Info("ready", "addr", apiAddr, "admin_addr", adminAddr, "deadline", cfg.Deadline.String(), "config", cfg)
+	logger.Info("ready", "addr", apiAddr, "admin_addr", adminAddr, "deadline", cfg.Deadline, "config", cfg)
+	if simAddr != "" {
+		terminal := env.IsTerminal
+		if terminal == nil {
+			terminal = isTerminal
+		}
+		if w := env.Stderr; w != nil && terminal(w) {
+			printDemoCommands(w, "http://"+simAddr, "http://"+apiAddr)
+		}
+	}
 	if env.OnReady != nil {
 		env.OnReady(Addrs{API: apiAddr, Admin: adminAddr, Sim: simAddr})
 	}
@@ -247,6 +280,26 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 			reload(cfg, ctl, logger)
 		}
 	}
+}
+
+// injectFault and clearFaults are the demo's fault commands, for the log
+// line and for the terminal.
+func injectFault(simBase string) string {
+	return fmt.Sprintf(`curl -X PUT %s/faults/logistics -d '{"hang":true}'`, simBase)
+}
+
+func clearFaults(simBase string) string { return fmt.Sprintf("curl -X DELETE %s/faults", simBase) }
+
+// printDemoCommands writes the fault commands as plain lines: in the JSON
+// log line their quotes are escaped, so they cannot be pasted. The other
+// lines are shell comments, so pasting the whole block works too (it ends
+// healthy).
+func printDemoCommands(w io.Writer, simBase, apiBase string) {
+	// One write, so no log line from another goroutine lands inside.
+	_, _ = io.WriteString(w, fmt.Sprintf("\n# orderagg demo mode: the downstreams are simulated in-process at %s\n"+
+		"# watch %s/dashboard, then make logistics hang:\n%s\n"+
+		"# and heal every downstream:\n%s\n\n",
+		simBase, apiBase, injectFault(simBase), clearFaults(simBase)))
 }
 
 // newLimiter is the order-detail admission limit --admission asks for.
@@ -279,7 +332,7 @@ func reload(cfg config.Serve, ctl *control, logger *slog.Logger) {
 func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
 	logger := newLogger(env.Stderr, cfg.SlogLevel())
 	s := sim.New(sim.WithLogger(logger))
-	srv, addr, err := startHTTP(cfg.Addr, s, httpTimeouts(0, 0), logger)
+	srv, addr, err := startHTTP(cfg.Addr, s, httpTimeouts(0, 0), logger.With("server", "sim"))
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
@@ -351,7 +404,7 @@ func startHTTP(addr string, h http.Handler, t timeouts, logger *slog.Logger) (*s
 		WriteTimeout:      t.write,
 		IdleTimeout:       t.idle,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ErrorLog:          serverErrorLog(logger),
 	}, done: make(chan struct{})}
 	srv.ConnState = func(_ net.Conn, st http.ConnState) {
 		switch st {

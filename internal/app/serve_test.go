@@ -58,6 +58,12 @@ func (s *syncBuffer) String() string {
 // configuration first (shorter budgets keep hang tests quick).
 func startService(t *testing.T, args []string, edit func(*config.Serve)) (*service, chan struct{}) {
 	t.Helper()
+	return startServiceEnv(t, args, edit, nil)
+}
+
+// startServiceEnv is startService with envEdit changing the Env first.
+func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envEdit func(*Env)) (*service, chan struct{}) {
+	t.Helper()
 	cfg, err := config.ParseServe(append([]string{"--addr", "127.0.0.1:0"}, args...), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -70,9 +76,11 @@ func startService(t *testing.T, args []string, edit func(*config.Serve)) (*servi
 	done := make(chan error, 1)
 	reload := make(chan struct{})
 	s := &service{t: t, logs: &syncBuffer{}}
-	go func() {
-		done <- Serve(ctx, cfg, Env{Stderr: s.logs, Reload: reload, OnReady: func(a Addrs) { ready <- a }})
-	}()
+	env := Env{Stderr: s.logs, Reload: reload, OnReady: func(a Addrs) { ready <- a }}
+	if envEdit != nil {
+		envEdit(&env)
+	}
+	go func() { done <- Serve(ctx, cfg, env) }()
 	var once sync.Once
 	var serveErr error
 	s.stop = func() error {

@@ -1,0 +1,245 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logLines returns the service's JSON log records, and the lines that are
+// not JSON.
+func logLines(t *testing.T, logs string) (records []map[string]any, plain []string) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err == nil {
+			records = append(records, rec)
+		} else {
+			plain = append(plain, line)
+		}
+	}
+	return records, plain
+}
+
+// In demo mode on a terminal, the fault commands are printed as plain lines
+// that work when pasted into a shell: the printed inject command, run by sh,
+// really hangs logistics on the embedded simulator, and the clear command
+// heals it. The JSON log line keeps them too, for log readers.
+func TestDemoFaultCommandsPasteIntoAShell(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl on PATH; the printed commands use it")
+	}
+	var asked io.Writer
+	s, _ := startServiceEnv(t, nil, nil, func(e *Env) {
+		e.IsTerminal = func(w io.Writer) bool { asked = w; return true }
+	})
+	if asked != s.logs {
+		t.Fatalf("the terminal check was asked about %v, not the log output", asked)
+	}
+	_, plain := logLines(t, s.logs.String())
+	var inject, clear string
+	for _, line := range plain {
+		switch {
+		case strings.HasPrefix(line, "curl -X PUT "):
+			inject = line
+		case strings.HasPrefix(line, "curl -X DELETE "):
+			clear = line
+		case line == "" || strings.HasPrefix(line, "# "):
+		default:
+			t.Errorf("printed line %q is neither a command nor a shell comment: the block would not paste", line)
+		}
+	}
+	if inject == "" || clear == "" || !strings.Contains(inject, s.addrs.Sim) {
+		t.Fatalf("no paste-ready commands for the simulator at %s; plain output:\n%s", s.addrs.Sim, strings.Join(plain, "\n"))
+	}
+
+	run := func(line string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "sh", "-c", line).CombinedOutput()
+		if err != nil {
+			t.Fatalf("sh -c %q: %v\n%s", line, err, out)
+		}
+	}
+	logisticsHangs := func() bool {
+		a := s.do(http.MethodGet, "http://"+s.addrs.Sim+"/faults", "", nil)
+		l, _ := a.body["logistics"].(map[string]any)
+		return l["hang"] == true
+	}
+	if logisticsHangs() {
+		t.Fatal("logistics hangs before any command")
+	}
+	run(inject)
+	if !logisticsHangs() {
+		t.Fatalf("after %q the simulator's faults are %v", inject, s.do(http.MethodGet, "http://"+s.addrs.Sim+"/faults", "", nil).body)
+	}
+	run(clear)
+	if logisticsHangs() {
+		t.Fatalf("after %q logistics still hangs", clear)
+	}
+}
+
+// Not a terminal (a pipe, a file, a log collector): JSON lines only.
+func TestNoPlainLinesWithoutATerminal(t *testing.T) {
+	s, _ := startServiceEnv(t, nil, nil, func(e *Env) {
+		e.IsTerminal = func(io.Writer) bool { return false }
+	})
+	records, plain := logLines(t, s.logs.String())
+	if len(plain) != 0 {
+		t.Fatalf("plain lines in a non-terminal log: %q", plain)
+	}
+	for _, r := range records {
+		if r["msg"] == "embedded demo mode: simulated downstreams in-process" {
+			if cmd, _ := r["inject_fault"].(string); !strings.HasPrefix(cmd, "curl -X PUT http://"+s.addrs.Sim+"/faults/logistics") {
+				t.Errorf("inject_fault %q", cmd)
+			}
+			return
+		}
+	}
+	t.Fatal("no demo-mode log line")
+}
+
+// The ready line says "1.5s", never 1500000000 beside it.
+func TestReadyLineDurationsAreStrings(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	records, _ := logLines(t, s.logs.String())
+	for _, r := range records {
+		if r["msg"] != "ready" {
+			continue
+		}
+		if r["deadline"] != "1.5s" {
+			t.Errorf("deadline %#v, want \"1.5s\"", r["deadline"])
+		}
+		cfg, _ := r["config"].(map[string]any)
+		for _, key := range []string{"deadline", "reserve", "read_header_timeout", "shutdown_timeout"} {
+			if _, ok := cfg[key].(string); !ok {
+				t.Errorf("config.%s is %#v, want a duration string", key, cfg[key])
+			}
+		}
+		return
+	}
+	t.Fatal("no ready line")
+}
+
+// The dashboard's streams are bounded end to end by --max-event-streams,
+// and open streams do not hold up the shutdown.
+func TestEventStreamsBoundedByFlag(t *testing.T) {
+	s, _ := startService(t, []string{"--max-event-streams", "2"}, nil)
+	url := "http://" + s.addrs.API + "/dashboard/events"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream: status %d", resp.StatusCode)
+		}
+	}
+	a := s.get("/dashboard/events")
+	if a.status != http.StatusServiceUnavailable || errCode(a) != "TOO_MANY_STREAMS" || a.header.Get("Retry-After") == "" || a.header.Get("X-Request-Id") == "" {
+		t.Fatalf("third stream: %d %v %v", a.status, a.body, a.header)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHEADOnHealthAndReadiness(t *testing.T) {
+	s, _ := startService(t, nil, nil)
+	for _, p := range []string{"/healthz", "/readyz", "/v1/resilience", "/metrics", "/dashboard", "/v1/orders/o-1"} {
+		if a := s.do(http.MethodHead, "http://"+s.addrs.API+p, "", nil); a.status != http.StatusOK || a.header.Get("X-Request-Id") == "" {
+			t.Errorf("HEAD %s: %d %v", p, a.status, a.header)
+		}
+	}
+}
+
+// recordingHandler keeps every record's level, message and attributes.
+type recordingHandler struct {
+	mu   sync.Mutex
+	recs []map[string]any
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]any{"level": r.Level, "msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.Any(); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, m)
+	h.mu.Unlock()
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordingHandler) records() []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]map[string]any(nil), h.recs...)
+}
+
+// A burst of server errors gives errorLogBurst WARN lines; the next line
+// after the window says how many were left out.
+func TestServerErrorLogIsRateLimitedWarn(t *testing.T) {
+	rec := &recordingHandler{}
+	now := time.Unix(1_700_000_000, 0)
+	l := &limitedLog{logger: slog.New(rec), burst: errorLogBurst, window: errorLogWindow, now: func() time.Time { return now }}
+	for range errorLogBurst + 15 {
+		if _, err := l.Write([]byte("http: Accept error: too many open files; retrying in 5ms\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := rec.records(); len(got) != errorLogBurst {
+		t.Fatalf("%d lines for a burst of %d, want %d", len(got), errorLogBurst+15, errorLogBurst)
+	}
+	now = now.Add(errorLogWindow)
+	l.Write([]byte("http: Accept error: too many open files; retrying in 10ms\n"))
+	got := rec.records()
+	last := got[len(got)-1]
+	if len(got) != errorLogBurst+1 || last["suppressed"] != int64(15) || last["level"] != slog.LevelWarn ||
+		last["err"] != "http: Accept error: too many open files; retrying in 10ms" {
+		t.Fatalf("after the window: %d lines, last %v", len(got), last)
+	}
+}
+
+// startHTTP's server reports its own errors through that log, at WARN.
+func TestStartHTTPLogsServerErrorsAtWarn(t *testing.T) {
+	rec := &recordingHandler{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.WriteHeader(http.StatusTeapot) // net/http complains through ErrorLog
+	})
+	srv, addr, err := startHTTP("127.0.0.1:0", h, httpTimeouts(time.Second, 0), slog.New(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for _, r := range rec.records() {
+		if r["msg"] == "http server error" && r["level"] == slog.LevelWarn && strings.Contains(r["err"].(string), "superfluous") {
+			return
+		}
+	}
+	t.Fatalf("no WARN for the superfluous WriteHeader: %v", rec.records())
+}
