@@ -75,6 +75,12 @@ test-integration: images ## integration tests only (Docker containers)
 test-deploy: ## validate the Kubernetes manifests (their own Go module)
 	cd deploy/kubernetes && $(GO) test -race -count=1 ./...
 
+.PHONY: screenshot
+screenshot: ## regenerate docs/img/dashboard.png from the dashboard's browser test (needs chromium; about a minute)
+	ORDERAGG_SCREENSHOT=$(CURDIR)/docs/img/dashboard.png $(GO) test -count=1 -timeout $(TEST_TIMEOUT) \
+		-run '^TestBrowserBreakItOpensTheBreaker$$' ./internal/dashboard/
+	@echo "wrote docs/img/dashboard.png"
+
 .PHONY: lint
 lint: ## gofmt check and go vet
 	@files="$$(gofmt -l .)"; \

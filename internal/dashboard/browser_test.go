@@ -305,6 +305,10 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	if got := text(t, ctx, `[data-dep="logistics"] [data-role="fault-state"]`); !strings.Contains(got, "errors 100%") {
 		t.Errorf("logistics fault state %q", got)
 	}
+	// The real guards' counts, every kind, fit too.
+	for _, c := range clippedLabels(t, ctx) {
+		t.Errorf("counter label clipped: %s", c)
+	}
 	for _, p := range profiles {
 		if p.name == sim.ServiceLogistics {
 			continue
@@ -407,6 +411,22 @@ func watchConsole(t *testing.T, ctx context.Context) func() []string {
 	}
 }
 
+// eventKinds are the event kinds the guards count (resilience's counter
+// names).
+var eventKinds = []string{"success", "failure", "timeout", "short_circuited", "rejected", "bad_request", "deadline",
+	"slow", "retry", "hedge", "fallback_success", "fallback_failure", "cache_hit", "cache_miss"}
+
+// clippedLabels lists the event counters whose name does not show in full.
+func clippedLabels(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	clipped, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('.events .k')].filter(k => k.scrollWidth > k.clientWidth).map(k => k.closest('[data-dep]').dataset.dep + ":" + k.textContent + " " + k.scrollWidth + ">" + k.clientWidth)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clipped
+}
+
 // firstLoadReport is a report at now of five dependencies with counts wide
 // enough to need room (fallback_success in the tens of thousands); coupon
 // has a recommended timeout, the others have too few successes (0).
@@ -414,10 +434,15 @@ func firstLoadReport(now time.Time, step int64) status.Report {
 	r := status.Report{GeneratedAt: now, DeadlineMS: 1500}
 	for i, p := range profiles {
 		n := 1000*int64(i+1) + step
+		// Every kind the guards count (a kind missing here could hide a
+		// layout that spills), five digits each.
+		counts := map[string]int64{}
+		for _, kind := range eventKinds {
+			counts[kind] = 10000 + n
+		}
 		d := status.Dependency{
 			Name: p.name, Breaker: "CLOSED",
-			Counts: map[string]int64{"success": n, "failure": n / 10, "fallback_success": 10000 + n, "fallback_failure": 10000 + n,
-				"short_circuited": 10000 + n, "bad_request": 10000 + n, "rejected": n, "deadline": n},
+			Counts:       counts,
 			ErrorPercent: 9.1,
 			LatencyMS:    status.Latency{P50: 10, P90: 20, P99: 30, P999: 40, Count: n},
 			Bulkhead:     status.Bulkhead{Capacity: 10},
@@ -501,14 +526,19 @@ func TestBrowserFirstLoadExplainsItself(t *testing.T) {
 		if err != nil || len(paths) != 1 || strings.Count(paths[0], "L") < HistorySize-1 {
 			t.Errorf("%dpx: order's rate line %q (%v), want a line through the history", width, paths, err)
 		}
-		// Every event name shows in full.
-		clipped, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
-			`[...document.querySelectorAll('.events .k')].filter(k => k.scrollWidth > k.clientWidth).map(k => k.closest('[data-dep]').dataset.dep + ":" + k.textContent + " " + k.scrollWidth + ">" + k.clientWidth)`))
+		// Every event name shows in full, in two columns or one.
+		for _, c := range clippedLabels(t, ctx) {
+			t.Errorf("%dpx: counter label clipped: %s", width, c)
+		}
+		cols, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](
+			`[...document.querySelectorAll('.events')].map(l => new Set([...l.children].map(li => li.offsetLeft)).size)`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range clipped {
-			t.Errorf("%dpx: counter label clipped: %s", width, c)
+		for _, c := range cols {
+			if c < 1 || c > 2 {
+				t.Errorf("%dpx: an event list in %d columns, want 1 or 2", width, c)
+			}
 		}
 		if got := text(t, ctx, `[data-dep="coupon"] [data-role="recommended"]`); got != "148 ms" {
 			t.Errorf("%dpx: coupon's recommended timeout %q, want 148 ms", width, got)
