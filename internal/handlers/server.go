@@ -48,9 +48,10 @@ type Options struct {
 	// Middleware runs after request ids are set (telemetry's server spans).
 	Middleware []echo.MiddlewareFunc
 
-	// outer runs just inside the outer recovery, before request ids
-	// (tests put a panicking middleware there).
-	outer []echo.MiddlewareFunc
+	// outer runs just inside the outer recovery, before request ids, and
+	// inner just before the handlers (tests put panicking middleware
+	// there).
+	outer, inner []echo.MiddlewareFunc
 }
 
 // New builds the public API's router. Middleware, outermost first:
@@ -66,6 +67,7 @@ func New(o Options) *echo.Echo {
 	e.Use(requestID(), limitURL)
 	e.Use(o.Middleware...)
 	e.Use(recovery(o.Logger, true))
+	e.Use(o.inner...)
 
 	record := o.Record
 	if record == nil {

@@ -61,7 +61,8 @@ func panicky(echo.HandlerFunc) echo.HandlerFunc {
 func panickyPager(context.Context, string) (*orderdetail.Page, error) { panic("panicky pager") }
 
 // A panic anywhere in the chain — before the request id is set, among the
-// middlewares after it (where telemetry sits), or in the handler — is a
+// middlewares after it (where telemetry sits), just before the handler, or
+// in the handler — is a
 // JSON 500 INTERNAL with an X-Request-Id, logged once at ERROR with its
 // stack, and the process lives on.
 func TestPanicAnywhereIsALoggedJSON500(t *testing.T) {
@@ -71,7 +72,8 @@ func TestPanicAnywhereIsALoggedJSON500(t *testing.T) {
 		frame string // a function the logged stack must show
 	}{
 		{"outermost middleware", func(o *Options) { o.outer = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
-		{"innermost middleware", func(o *Options) { o.Middleware = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
+		{"telemetry's place", func(o *Options) { o.Middleware = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
+		{"innermost middleware", func(o *Options) { o.inner = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
 		{"handler", func(o *Options) { o.Pager = pagerFunc(panickyPager) }, "handlers.panickyPager"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
