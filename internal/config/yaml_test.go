@@ -204,7 +204,7 @@ func TestLoadDependenciesMissingFile(t *testing.T) {
 func TestServeLoadDependenciesReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "deps.yaml")
 	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 200ms\n")
-	s, err := config.ParseServe([]string{"--config", path}, nil)
+	s, err := config.ParseServe([]string{"--config", path})
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
