@@ -58,7 +58,7 @@ func (s *syncBuffer) String() string {
 // configuration first (shorter budgets keep hang tests quick).
 func startService(t *testing.T, args []string, edit func(*config.Serve)) (*service, chan struct{}) {
 	t.Helper()
-	cfg, err := config.ParseServe(append([]string{"--addr", "127.0.0.1:0"}, args...), nil)
+	cfg, err := config.ParseServeArgs(append([]string{"--addr", "127.0.0.1:0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
