@@ -123,7 +123,9 @@ type syntaxError string
 
 func (e syntaxError) Error() string { return string(e) }
 
-func oneLine(err error) error { return syntaxError(redact(strings.Join(strings.Fields(err.Error()), " "))) }
+func oneLine(err error) error {
+	return syntaxError(redact(strings.Join(strings.Fields(err.Error()), " ")))
+}
 
 // decodeStrict lays the one YAML document in data over *dst, which holds the
 // values in force: yaml.v3 decodes it with KnownFields(true), so an unknown
