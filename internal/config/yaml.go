@@ -104,7 +104,7 @@ func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 	root, err := decodeStrict(body, &next, false, 0)
 	switch {
 	case root == nil && err == nil, root != nil && root.Kind != yaml.MappingNode:
-		return Dependency{}, fmt.Errorf("body must be an object of settings such as {\"timeout\":\"300ms\"}, got %s", describe(root))
+		return Dependency{}, fmt.Errorf("body must be an object of settings such as {\"timeout\":\"300ms\"}, got %s", redact(describe(root)))
 	case errors.As(err, new(syntaxError)):
 		return Dependency{}, fmt.Errorf("body: %w", err)
 	case err != nil:
@@ -181,6 +181,7 @@ func decodeStrict(data []byte, dst any, lines bool, depth int) (*yaml.Node, erro
 // entry is one key of a document, with its path and value.
 type entry struct {
 	path     string
+	parent   string // path without the last key (which may hold dots)
 	key, val *yaml.Node // key is nil for the document's root
 	reported bool
 }
@@ -199,7 +200,7 @@ func index(n *yaml.Node, path string) []*entry {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], resolve(n.Content[i+1])
 			p := join2(path, k.Value)
-			out = append(out, &entry{path: p, key: k, val: v})
+			out = append(out, &entry{path: p, parent: path, key: k, val: v})
 			walk(v, p)
 		}
 	}
@@ -224,7 +225,7 @@ var (
 func (r *reworder) reword(msg string) {
 	if m := unknownRe.FindStringSubmatch(msg); m != nil {
 		if e := r.find(m[1], func(e *entry) bool { return e.key != nil && e.key.Value == m[2] }, true); e != nil {
-			r.fail(e, e.key, fmt.Errorf("unknown key (known: %s)", strings.Join(keysOf(lookup(r.schema, parent(e.path))), ", ")))
+			r.fail(e, e.key, fmt.Errorf("unknown key (known: %s)", strings.Join(keysOf(lookup(r.schema, e.parent)), ", ")))
 			return
 		}
 	}
@@ -336,9 +337,9 @@ func (r *reworder) laxities(after *yaml.Node, depth int) {
 
 func (r *reworder) fail(e *entry, at *yaml.Node, err error) {
 	e.reported = true
-	// Values are quoted back ("got \"…\""): a URL pasted by mistake must not
-	// show its password.
-	ke := &keyError{key: orRoot(e.path), err: errors.New(redact(err.Error()))}
+	// Keys and values are quoted back: a URL pasted by mistake must not show
+	// its password.
+	ke := &keyError{key: redact(orRoot(e.path)), err: errors.New(redact(err.Error()))}
 	if r.lines {
 		ke.line = at.Line
 	}
@@ -420,14 +421,6 @@ func describe(n *yaml.Node) string {
 		return fmt.Sprintf("%q", n.Value)
 	}
 	return n.Value
-}
-
-func parent(path string) string {
-	i := strings.LastIndex(path, ".")
-	if i < 0 {
-		return ""
-	}
-	return path[:i]
 }
 
 func join2(path, key string) string {
