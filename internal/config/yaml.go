@@ -181,7 +181,7 @@ func decodeStrict(data []byte, dst any, lines bool, depth int) (*yaml.Node, erro
 // entry is one key of a document, with its path and value.
 type entry struct {
 	path     string
-	parent   string // path without the last key (which may hold dots)
+	parent   string     // path without the last key (which may hold dots)
 	key, val *yaml.Node // key is nil for the document's root
 	reported bool
 }
