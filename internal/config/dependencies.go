@@ -118,7 +118,7 @@ func dependency(c resilience.Config, maxAge time.Duration) Dependency {
 // after defaults. The rules that depend on which dependency d is, or on the
 // request deadline, are Dependencies.Validate's.
 func (d Dependency) Validate() error {
-	errs := flatten(d.Config.Validate())
+	errs := []error{d.Config.Validate()}
 	if d.CacheMaxAge < 0 {
 		errs = append(errs, &keyError{key: "cache_max_age", err: fmt.Errorf("must not be negative, got %s", formatDuration(d.CacheMaxAge))})
 	}
