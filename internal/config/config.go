@@ -38,31 +38,25 @@ const (
 // Serve is the configuration of `orderagg serve`.
 type Serve struct {
 	// Addr is the listen address of the order-detail API. Default
-	// 127.0.0.1:8080: loopback unless asked otherwise, so a demo run is not
-	// exposed; the container image sets :8080. Port 0 picks a free port (the
-	// ready log line says which).
+	// 127.0.0.1:8080, so a demo run is not exposed (the image sets :8080).
 	Addr string
 
-	// URLs are the downstreams' base URLs (http or https), by registered
-	// name (--order-url sets URLs["order"]), with DownstreamsURL filled in
-	// for those left empty. All empty, the default, means the simulators run
-	// in-process (embedded demo mode); some but not all set is an error,
-	// because a half-real, half-simulated page would be misleading. Copies
-	// of a Serve share the map: replace it, never change it in place.
+	// URLs are the downstreams' base URLs by registered name (--order-url
+	// sets URLs["order"]), DownstreamsURL filling those left empty. All
+	// empty means embedded demo mode; some but not all is an error, as a
+	// half-simulated page would mislead. Copies share the map: replace it.
 	URLs map[string]string
 
-	// DownstreamsURL is the base URL of every downstream without a URL of
-	// its own: one `orderagg sim` serves them all, and a deployment naming
-	// only this needs no edit when a downstream is registered.
+	// DownstreamsURL is the base URL of every downstream without its own, so
+	// a deployment naming only it needs no edit for a new downstream.
 	DownstreamsURL string
 
-	// RedisURL (redis:// or rediss://) is the last-good cache. Empty, the
-	// default, means an embedded in-process server: fine for a demo, but
-	// not durable.
+	// RedisURL is the last-good cache; empty means an embedded, not durable,
+	// in-process server.
 	RedisURL string
 
-	// Deadline is the whole budget of one order-detail request, from arrival
-	// to the answer. Default 1500ms, the page's latency promise.
+	// Deadline is the whole budget of one order-detail request. Default
+	// 1500ms, the page's latency promise.
 	Deadline time.Duration
 
 	// Reserve is kept back from the deadline for the fallbacks (last-good
@@ -83,26 +77,22 @@ type Serve struct {
 	// internal/admission) and raises it back when they stop.
 	Admission string
 
-	// ConfigFile is the YAML file of per-dependency settings; empty, the
-	// default, means the built-in ones. It is re-read on SIGHUP.
+	// ConfigFile is the YAML file of per-dependency settings, re-read on
+	// SIGHUP; empty means the built-in ones.
 	ConfigFile string
 
-	// AdminAddr is the admin API's listen address; empty, the default, means
-	// off. AdminToken is the bearer token it requires, given directly or
-	// read from AdminTokenFile (so it stays out of the process list); an
-	// admin address without a token, and a token under MinAdminToken bytes,
-	// are errors: the admin API changes live settings.
+	// AdminAddr is the admin API's address; empty means off. AdminToken is
+	// the bearer token it requires, given directly or read from
+	// AdminTokenFile (out of the process list); it is required with an
+	// address, and at least MinAdminToken bytes: the API changes live settings.
 	AdminAddr, AdminToken, AdminTokenFile string
 
-	// MaxEventStreams bounds the dashboard's live event streams; the next
-	// one gets a 503. Default 100: each holds a connection and a goroutine
-	// for as long as a browser tab stays open.
+	// MaxEventStreams bounds the dashboard's live event streams (the next
+	// gets a 503). Default 100: each holds a connection while a tab is open.
 	MaxEventStreams int
 
-	// ReadHeaderTimeout bounds how long a client may take to send a
-	// request's headers; a slower one is disconnected. It keeps clients that
-	// dribble their headers (slowloris) from holding connections and
-	// goroutines. Default 5s: a real client sends its headers in one packet.
+	// ReadHeaderTimeout disconnects a client that dribbles its headers
+	// (slowloris). Default 5s: a real client sends them in one packet.
 	ReadHeaderTimeout time.Duration
 
 	// ShutdownTimeout bounds the graceful drain on SIGINT/SIGTERM. Default
@@ -140,19 +130,16 @@ func DefaultServe() Serve {
 // bytes are out of reach of guessing.
 const MinAdminToken = 16
 
-// ParseServe reads serve's configuration from args (the arguments after the
-// sub-command) and the ORDERAGG_* variables of the process environment, then
-// loads the --config file if one is given. Flags win over the environment,
-// the environment over the defaults.
-//
-// --help or -h returns flag.ErrHelp (print ServeUsage, exit 0). Every other
-// error is one line naming the flag and its variable, or the file key, and
-// matches ErrUsage (exit 2). No error repeats a password.
+// ParseServe reads serve's configuration from args (after the sub-command)
+// and the ORDERAGG_* variables of the process environment, then loads the
+// --config file. --help returns flag.ErrHelp (print ServeUsage, exit 0);
+// every other error is one line naming the flag and its variable, or the
+// file key, matches ErrUsage (exit 2), and never repeats a password.
 func ParseServe(args []string) (Serve, error) { return parseServe(args, true) }
 
-// ParseServeArgs is ParseServe without the environment, for services run
-// in-process (tests, the load tool's experiments) whose settings must not
-// depend on the caller's shell.
+// ParseServeArgs is ParseServe without the environment, for in-process
+// services (tests, the load tool's experiments) that must not depend on the
+// caller's shell.
 func ParseServeArgs(args []string) (Serve, error) { return parseServe(args, false) }
 
 func parseServe(args []string, env bool) (Serve, error) {
@@ -192,8 +179,7 @@ func SimTable() []FlagDoc {
 	return simFlags(&s).Table()
 }
 
-// ServeUsage writes serve's --help text: every flag with its environment
-// variable and default.
+// ServeUsage writes serve's --help text.
 func ServeUsage(w io.Writer) {
 	WriteUsage(w, "orderagg serve [flags]", "Runs the order-detail service (the default command).", ServeTable())
 }
@@ -253,9 +239,8 @@ func simFlags(s *Sim) *Flags {
 	return f
 }
 
-// resolve enforces the rules that tie flags together (each flag's own value
-// was checked as it was set), fills in the downstream URLs from
-// --downstreams-url and reads the admin token file.
+// resolve enforces the rules that tie flags together, fills in the downstream
+// URLs from --downstreams-url and reads the admin token file.
 func (s *Serve) resolve() error {
 	var errs []error
 	var all, missing []string
@@ -285,8 +270,8 @@ func (s *Serve) resolve() error {
 	return join(errs)
 }
 
-// readAdminToken checks the admin token, reading it from its file if one is
-// given. No message shows the token.
+// readAdminToken reads the token file, if any, and checks the token. No
+// message shows the token.
 func (s *Serve) readAdminToken() error {
 	from := "admin-token"
 	if s.AdminTokenFile != "" {

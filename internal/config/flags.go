@@ -77,7 +77,6 @@ type value struct {
 	name, typ string
 	set       func(string) error
 	get       func() string
-	isBool    bool
 }
 
 func (v *value) Set(s string) error {
@@ -95,7 +94,7 @@ func (v *value) String() string {
 	return v.get()
 }
 
-func (v *value) IsBoolFlag() bool { return v.isBool }
+func (v *value) IsBoolFlag() bool { return v.typ == "bool" }
 
 // Func defines a flag whose value set checks and stores, and get shows.
 func (f *Flags) Func(name, typ, help string, get func() string, set func(string) error) {
@@ -110,16 +109,12 @@ func (f *Flags) String(p *string, name, typ, help string) {
 
 // Bool defines a flag that is true when given alone (--json).
 func (f *Flags) Bool(p *bool, name, help string) {
-	f.fs.Var(&value{f: f, name: name, typ: "bool", isBool: true, get: func() string { return strconv.FormatBool(*p) },
-		set: func(s string) error {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
-				return errors.New("want true or false")
-			}
-			*p = b
-			return nil
-		}}, name, help)
-	f.order = append(f.order, name)
+	f.Func(name, "bool", help, func() string { return strconv.FormatBool(*p) }, func(s string) (err error) {
+		if *p, err = strconv.ParseBool(s); err != nil {
+			return errors.New("want true or false")
+		}
+		return nil
+	})
 }
 
 // Duration defines a positive duration such as 1500ms (or non-negative,

@@ -20,19 +20,14 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// LoadDependencies reads the YAML file at path and lays its per-dependency
-// settings over base: keys the file leaves out keep base's values. The file
-// has one top-level key, dependencies, so it can grow other sections later;
-// under it, one section per name of Names(), holding the keys of Dependency.
-// An unknown key, a value of the wrong type and an invalid result are errors,
-// one line naming the key and its line ("dependencies.coupon.breaker.windw:
-// unknown key (known: window, …) (line 4)").
-//
-// base is normally DefaultDependencies(), so that removing a key from the
-// file and reloading it returns that setting to its default. The rule that
-// ties timeouts to the request deadline is checked by Dependencies.Validate,
-// which the caller, knowing the deadline, runs next (Serve.LoadDependencies
-// does both).
+// LoadDependencies reads the YAML file at path (one top-level key,
+// dependencies, then one section per name of Names()) and lays it over base,
+// normally DefaultDependencies(), so a key removed from the file returns to
+// its default on reload. An unknown key, a value of the wrong type and an
+// invalid result are one-line errors naming the key and its line
+// ("dependencies.coupon.breaker.windw: unknown key (known: window, …) (line
+// 4)"). The deadline rule is Dependencies.Validate's, run next by the caller
+// (Serve.LoadDependencies does both).
 func LoadDependencies(path string, base Dependencies) (Dependencies, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -74,19 +69,12 @@ func decodeDependencies(data []byte, base Dependencies) (Dependencies, error) {
 	return deps, nil
 }
 
-// PatchDependency lays the settings in body over cur and returns the result,
-// completed with defaults and validated. body is a JSON (or YAML) object with
-// the keys of a dependency's section of the --config file, any subset of
-// them: {"timeout":"300ms","breaker":{"sleep_window":"10s"}}. An empty body,
-// anything but an object, an unknown key, a value of the wrong type and an
-// invalid result are errors naming the key at fault; cur is a value, so the
-// caller's settings never change, and on error nothing is returned.
-//
-// Setting a key to zero when zero would silently mean a generic default
-// (for example "bulkhead": {"max_concurrent": 0}, which would become 50
-// whatever the dependency's own value) is an error too: leave the key out to
-// keep the current value. To check the rules that need the dependency's name
-// or the deadline, use Dependencies.Patch, which calls this.
+// PatchDependency lays body, a JSON (or YAML) object with any of the keys of
+// a dependency's section of the --config file, over cur and returns the
+// result, completed with defaults and validated; errors name the key at
+// fault. A zero that would silently become a generic default
+// ({"bulkhead":{"max_concurrent":0}} would mean 50) is refused too. The
+// rules that need the name or the deadline are Dependencies.Patch's.
 func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Dependency{}, errors.New(`empty body: send an object of settings such as {"timeout":"300ms"}`)
@@ -129,15 +117,11 @@ func oneLine(err error) error {
 
 // decodeStrict lays the one YAML document in data over *dst, which holds the
 // values in force: yaml.v3 decodes it with KnownFields(true), so an unknown
-// key is an error and a key left out keeps its value. It returns the
-// document's root node (nil for an empty document).
-//
-// yaml's messages name a line and a Go type ("line 4: field windw not found
-// in type resilience.BreakerConfig"); they are reworded to name the key, in
-// the document's terms. lines adds the key's line (files; request bodies are
-// one line anyway). A few things yaml lets through are refused as well (see
-// laxities). depth is how many path segments lead to a Dependency's own keys
-// (2 in a file, "dependencies.coupon", 0 in a request body).
+// key is an error and a key left out keeps its value. It returns the root
+// node (nil for an empty document). yaml's messages name a line and a Go type
+// ("field windw not found in type resilience.BreakerConfig"); they are
+// reworded to name the key, with its line when lines is set. depth is how
+// many path segments lead to a Dependency's keys (2 in a file, 0 in a body).
 func decodeStrict(data []byte, dst any, lines bool, depth int) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
