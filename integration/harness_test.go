@@ -305,14 +305,12 @@ func startService(t testing.TB, nw *testcontainers.DockerNetwork, env map[string
 	t.Helper()
 	img := images().Service
 	requireImages(t, img)
-	simURL := "http://" + simAlias + ":9100"
 	full := map[string]string{
-		"ORDERAGG_ADDR":          ":8080",
-		"ORDERAGG_ORDER_URL":     simURL,
-		"ORDERAGG_INVENTORY_URL": simURL,
-		"ORDERAGG_COUPON_URL":    simURL,
-		"ORDERAGG_LOGISTICS_URL": simURL,
-		"ORDERAGG_REDIS_URL":     "redis://" + redisAlias + ":6379/0",
+		"ORDERAGG_ADDR": ":8080",
+		// Every registered downstream at the simulator; env may point one
+		// elsewhere with its own ORDERAGG_<NAME>_URL.
+		"ORDERAGG_DOWNSTREAMS_URL": "http://" + simAlias + ":9100",
+		"ORDERAGG_REDIS_URL":       "redis://" + redisAlias + ":6379/0",
 	}
 	for k, v := range env {
 		full[k] = v

@@ -2,35 +2,39 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/config"
 )
 
 // healthcheck asks a running service whether it is ready and exits 0 if it
 // is. The container image has no shell or curl, so this is what its
 // HEALTHCHECK and compose's health checks run.
-func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	def := "http://" + loopback(getenv("ORDERAGG_ADDR")) + "/readyz"
-	if v := getenv("ORDERAGG_HEALTHCHECK_URL"); v != "" {
-		def = v
-	}
-	url := fs.String("url", def, "URL to GET; 200 means healthy (env ORDERAGG_HEALTHCHECK_URL; default from ORDERAGG_ADDR)")
-	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
+func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	url := "http://" + loopback(os.Getenv("ORDERAGG_ADDR")) + "/readyz"
+	timeout := 2 * time.Second
+	// The variables are ORDERAGG_HEALTHCHECK_*: ORDERAGG_URL is the load
+	// tool's, and a service's environment may set ORDERAGG_TIMEOUT-like names.
+	f := config.NewFlagsPrefixed("healthcheck", config.EnvPrefix+"HEALTHCHECK_")
+	f.URL(&url, "url", "URL to GET; 200 means healthy (default: /readyz at ORDERAGG_ADDR)", []string{"http", "https"}, false)
+	f.Duration(&timeout, "timeout", "how long to wait for the answer", false)
+	if err := f.Parse(args, true); errors.Is(err, flag.ErrHelp) {
+		config.WriteUsage(stdout, "orderagg healthcheck [--url URL] [--timeout duration]", "Exits 0 when a running service answers 200.", f.Table())
+		return 0
+	} else if err != nil {
+		fmt.Fprintf(stderr, "orderagg healthcheck: %v\n", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "orderagg healthcheck: --url: %v\n", err)
 		return 2
@@ -43,7 +47,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintf(stderr, "orderagg healthcheck: %s answered %d\n", *url, resp.StatusCode)
+		fmt.Fprintf(stderr, "orderagg healthcheck: %s answered %d\n", url, resp.StatusCode)
 		return 1
 	}
 	fmt.Fprintln(stdout, "ok")

@@ -1,8 +1,10 @@
 // Command orderagg serves an order-detail page under a hard deadline when the
 // services behind it are slow, failing or gone.
 //
-//	orderagg [serve] [flags]   the order-detail service (default)
-//	orderagg sim [flags]       the four simulated downstreams, with fault injection
+//	orderagg [serve] [flags]       the order-detail service (default)
+//	orderagg sim [flags]           the four simulated downstreams, with fault injection
+//	orderagg healthcheck [flags]   probes a running service (images without a shell)
+//	orderagg version               prints the build's version
 //
 // Every flag has an ORDERAGG_* environment twin; `orderagg <command> --help`
 // lists them with their defaults.
@@ -16,6 +18,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/orderagg/orderagg/internal/app"
@@ -26,23 +30,35 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage: orderagg [serve|sim|healthcheck|version|help] [flags]
+const usage = `Usage: orderagg [command] [flags]
 
-  serve     the order-detail service (default)
-  sim       the four simulated downstream services, with fault injection
+Commands:
+  serve        the order-detail service (the default when no command is given)
+  sim          the four simulated downstream services on one address, with fault injection
   healthcheck  exit 0 when a running service answers /readyz with 200 (for containers)
+  version      print the build's version
+  help         print this text
 
+Every flag has an ORDERAGG_* environment twin; the flag wins.
 Run 'orderagg <command> --help' for the flags of a command.
 `
 
 // run is main without the exit: it returns the process's exit status, so
-// every deferred Close runs and tests can drive it.
-func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// every deferred Close runs and tests can drive it. Flags' environment twins
+// are read from the process environment (ff does), as is OTEL_*.
+func run(args []string, stdout, stderr io.Writer) int {
+	getenv := os.Getenv
 	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+	switch {
+	case len(args) == 0:
+	case slices.Contains([]string{"-h", "-help", "--help"}, args[0]):
+		cmd = "help" // the command list, not serve's flags: serve is only the default
+	case args[0] == "--version":
+		cmd = "version"
+	case !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -52,7 +68,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	switch cmd {
 	case "serve":
 		var cfg config.Serve
-		if cfg, err = config.ParseServe(args, getenv); err == nil {
+		if cfg, err = config.ParseServe(args); err == nil {
 			reload := make(chan struct{}, 1)
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
@@ -72,18 +88,18 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 	case "sim":
 		var cfg config.Sim
-		if cfg, err = config.ParseSim(args, getenv); err == nil {
+		if cfg, err = config.ParseSim(args); err == nil {
 			err = app.RunSim(ctx, cfg, app.Env{Stdout: stdout, Stderr: stderr, Getenv: getenv})
 		} else if errors.Is(err, flag.ErrHelp) {
 			config.SimUsage(stdout)
 			return 0
 		}
 	case "healthcheck":
-		return healthcheck(ctx, args, stdout, stderr, getenv)
-	case "version", "--version":
+		return healthcheck(ctx, args, stdout, stderr)
+	case "version":
 		fmt.Fprintln(stdout, "orderagg", version)
 		return 0
-	case "help", "-h", "--help":
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:

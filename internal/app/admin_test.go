@@ -34,21 +34,21 @@ func depState(s *service, name string) map[string]any {
 }
 
 func TestAdminAPI(t *testing.T) {
-	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "s3cret"}, nil)
+	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "s3cret-admin-token"}, nil)
 	if a := s.admin("GET", "/admin/dependencies", "", ""); a.status != http.StatusUnauthorized || errCode(a) != "UNAUTHORIZED" {
 		t.Fatalf("no token: %d %v", a.status, a.body)
 	}
 	if a := s.admin("GET", "/admin/dependencies", "", "wrong"); a.status != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", a.status)
 	}
-	a := s.admin("GET", "/admin/dependencies", "", "s3cret")
+	a := s.admin("GET", "/admin/dependencies", "", "s3cret-admin-token")
 	coupon := a.body["dependencies"].(map[string]any)["coupon"].(map[string]any)
 	if coupon["timeout"] != "300ms" {
 		t.Fatalf("coupon settings %v", coupon)
 	}
 
 	// A valid patch is applied and shows in /v1/resilience.
-	a = s.admin("PATCH", "/admin/dependencies/coupon", `{"timeout":"250ms","breaker":{"sleep_window":"7s"}}`, "s3cret")
+	a = s.admin("PATCH", "/admin/dependencies/coupon", `{"timeout":"250ms","breaker":{"sleep_window":"7s"}}`, "s3cret-admin-token")
 	if a.status != http.StatusOK {
 		t.Fatalf("patch: %d %v", a.status, a.body)
 	}
@@ -61,19 +61,19 @@ func TestAdminAPI(t *testing.T) {
 
 	// Invalid patches change nothing.
 	for _, body := range []string{`{"timeout":"abc"}`, `{"nope":1}`, `{"timeout":"5s"}`, `not json`, ``, `{"bulkhead":{"max_concurrent":-1}}`} {
-		if a := s.admin("PATCH", "/admin/dependencies/coupon", body, "s3cret"); a.status != http.StatusBadRequest || errCode(a) != "BAD_REQUEST" {
+		if a := s.admin("PATCH", "/admin/dependencies/coupon", body, "s3cret-admin-token"); a.status != http.StatusBadRequest || errCode(a) != "BAD_REQUEST" {
 			t.Errorf("%q: %d %v", body, a.status, a.body)
 		}
 	}
 	if got := depState(s, "coupon")["timeout_ms"]; got != 250.0 {
 		t.Fatalf("a bad patch changed the timeout to %v", got)
 	}
-	if a := s.admin("PATCH", "/admin/dependencies/reviews", `{"timeout":"1s"}`, "s3cret"); a.status != http.StatusNotFound {
+	if a := s.admin("PATCH", "/admin/dependencies/reviews", `{"timeout":"1s"}`, "s3cret-admin-token"); a.status != http.StatusNotFound {
 		t.Fatalf("unknown dependency: %d", a.status)
 	}
 
 	// Forcing the breaker.
-	if a := s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"open"}`, "s3cret"); a.status != http.StatusOK {
+	if a := s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"open"}`, "s3cret-admin-token"); a.status != http.StatusOK {
 		t.Fatalf("force: %d %v", a.status, a.body)
 	}
 	if got := depState(s, "logistics")["breaker"]; got != "FORCED_OPEN" {
@@ -83,10 +83,10 @@ func TestAdminAPI(t *testing.T) {
 	if got := sec(page, "logistics"); got["reason"] != "SHORT_CIRCUITED" {
 		t.Fatalf("logistics %v", got)
 	}
-	if a := s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"sideways"}`, "s3cret"); a.status != http.StatusBadRequest {
+	if a := s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"sideways"}`, "s3cret-admin-token"); a.status != http.StatusBadRequest {
 		t.Fatalf("bad force: %d", a.status)
 	}
-	s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"none"}`, "s3cret")
+	s.admin("POST", "/admin/dependencies/logistics/breaker", `{"force":"none"}`, "s3cret-admin-token")
 	if got := depState(s, "logistics")["breaker"]; got != "CLOSED" {
 		t.Fatalf("breaker %v", got)
 	}

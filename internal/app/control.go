@@ -18,8 +18,13 @@ import (
 // sections. Changes are serialised by mu; each guard swaps its settings
 // atomically, so calls in flight finish under the settings they began with.
 type control struct {
-	mu       sync.Mutex
-	deps     config.Dependencies
+	mu   sync.Mutex
+	deps config.Dependencies
+	// loaded are the settings of the last start-up or reload, before any
+	// admin PATCH: what differs from them in deps came from the admin API,
+	// and a reload that changes it undoes an operator's change. Zero until
+	// the first PATCH (deps is then the same).
+	loaded   config.Dependencies
 	deadline time.Duration
 	guards   map[string]*resilience.Guard
 	sections map[string]orderdetail.Dependency // by config name; not for "cache"
@@ -54,6 +59,9 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	if err := c.applyLocked(dep, after); err != nil {
 		return nil, err
 	}
+	if _, ok := c.loaded.Get(dep); !ok {
+		c.loaded = c.deps // the first PATCH: remember what the file said
+	}
 	c.logger.Info("settings changed", "source", "admin", "dependency", dep,
 		"before", before.Settings(), "after", after.Settings())
 	c.deps = next
@@ -61,24 +69,48 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 }
 
 // Reload puts a whole new set of settings in force (SIGHUP). Nothing changes
-// unless every dependency's settings are valid.
-func (c *control) Reload(next config.Dependencies) error {
+// unless every dependency's settings are valid. It logs only the settings
+// that change, one line per dependency, and warns, naming each key, where the
+// reload undoes a change made through the admin API since the last load.
+// It returns how many settings changed.
+func (c *control) Reload(next config.Dependencies) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := next.Validate(c.deadline); err != nil {
-		return err
+		return 0, err
 	}
+	changed := 0
 	for _, name := range next.Names() {
 		before, _ := c.deps.Get(name)
 		after, _ := next.Get(name)
-		if err := c.applyLocked(name, after); err != nil {
-			return err // validated above: this cannot happen short of a bug
+		changes := config.Changes(before, after)
+		if len(changes) == 0 {
+			continue
 		}
-		c.logger.Info("settings reloaded", "source", "config", "dependency", name,
-			"before", before.Settings(), "after", after.Settings())
+		if err := c.applyLocked(name, after); err != nil {
+			return changed, err // validated above: this cannot happen short of a bug
+		}
+		changed += len(changes)
+		attrs := make([]any, 0, len(changes))
+		for _, ch := range changes {
+			attrs = append(attrs, slog.Group(ch.Key, "from", ch.From, "to", ch.To))
+		}
+		c.logger.Info("settings reloaded", "source", "config", "dependency", name, slog.Group("changed", attrs...))
+		if loaded, ok := c.loaded.Get(name); ok {
+			patched := map[string]bool{}
+			for _, ch := range config.Changes(loaded, before) {
+				patched[ch.Key] = true
+			}
+			for _, ch := range changes {
+				if patched[ch.Key] {
+					c.logger.Warn("config reload undoes an admin API change", "dependency", name, "key", ch.Key,
+						"admin_value", ch.From, "config_value", ch.To)
+				}
+			}
+		}
 	}
-	c.deps = next
-	return nil
+	c.deps, c.loaded = next, config.Dependencies{}
+	return changed, nil
 }
 
 func (c *control) applyLocked(name string, d config.Dependency) error {

@@ -435,7 +435,7 @@ func deepCopy(t *testing.T, v any) map[string]any {
 // contract, one scenario after another on one in-process service.
 func TestOpenAPIRealAnswers(t *testing.T) {
 	sp := loadSpec(t)
-	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "t"}, shortBudgets)
+	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "t-admin-token-16b"}, shortBudgets)
 	api := "http://" + s.addrs.API
 	sim := "http://" + s.addrs.Sim
 	adminURL := "http://" + s.addrs.Admin
@@ -581,7 +581,7 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		sp.exchange(t, http.StatusOK, http.MethodGet, api+"/dashboard", "", nil)
 	})
 
-	bearer := map[string]string{"Authorization": "Bearer t", "Content-Type": "application/json"}
+	bearer := map[string]string{"Authorization": "Bearer t-admin-token-16b", "Content-Type": "application/json"}
 
 	t.Run("breaker forced open shows in the page and the snapshot", func(t *testing.T) {
 		healthy(t)
@@ -605,7 +605,7 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		force := adminURL + "/admin/dependencies/logistics/breaker"
 
 		sp.exchange(t, http.StatusOK, http.MethodGet, list, "", bearer)
-		for _, h := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, {"Authorization": "t"}} {
+		for _, h := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, {"Authorization": "t-admin-token-16b"}} {
 			sp.exchange(t, http.StatusUnauthorized, http.MethodGet, list, "", h)
 			sp.exchange(t, http.StatusUnauthorized, http.MethodPatch, patch, `{"timeout":"250ms"}`, h)
 			sp.exchange(t, http.StatusUnauthorized, http.MethodPost, force, `{"force":"open"}`, h)

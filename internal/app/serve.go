@@ -318,14 +318,15 @@ func reload(cfg config.Serve, ctl *control, logger *slog.Logger) {
 		return
 	}
 	next, err := cfg.LoadDependencies()
+	changed := 0
 	if err == nil {
-		err = ctl.Reload(next)
+		changed, err = ctl.Reload(next)
 	}
 	if err != nil {
 		logger.Error("config reload failed; keeping the settings in force", "file", cfg.ConfigFile, "err", err)
 		return
 	}
-	logger.Info("config reloaded", "file", cfg.ConfigFile)
+	logger.Info("config reloaded", "file", cfg.ConfigFile, "settings_changed", changed)
 }
 
 // RunSim serves the four simulated downstreams until ctx ends.

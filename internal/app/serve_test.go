@@ -64,7 +64,7 @@ func startService(t *testing.T, args []string, edit func(*config.Serve)) (*servi
 // startServiceEnv is startService with envEdit changing the Env first.
 func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envEdit func(*Env)) (*service, chan struct{}) {
 	t.Helper()
-	cfg, err := config.ParseServe(append([]string{"--addr", "127.0.0.1:0"}, args...), nil)
+	cfg, err := config.ParseServeArgs(append([]string{"--addr", "127.0.0.1:0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 // Package config reads orderagg's configuration once, at the edge: the
-// command-line flags, their ORDERAGG_* environment twins and the YAML file of
-// per-dependency settings, into plain structs whose defaults are visible in
-// one place (DefaultServe, DefaultSim, DefaultDependencies). Other packages
-// are handed the values they need and never read the environment themselves.
+// command-line flags and their ORDERAGG_* environment twins (parsed by
+// github.com/peterbourgon/ff) and the YAML file of per-dependency settings
+// (decoded strictly by yaml.v3), into plain structs whose defaults are
+// visible in one place (DefaultServe, DefaultSim, DefaultDependencies).
+// Other packages are handed the values they need and never read the
+// environment themselves.
 //
 // Precedence, highest first: a flag on the command line, its environment
 // variable, the built-in default. The --config file then overrides the
@@ -16,7 +18,11 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/cache"
@@ -32,26 +38,25 @@ const (
 // Serve is the configuration of `orderagg serve`.
 type Serve struct {
 	// Addr is the listen address of the order-detail API. Default
-	// 127.0.0.1:8080: loopback unless asked otherwise, so a demo run is not
-	// exposed; the container image sets :8080. Port 0 picks a free port (the
-	// ready log line says which).
+	// 127.0.0.1:8080, so a demo run is not exposed (the image sets :8080).
 	Addr string
 
-	// URLs are the downstreams' base URLs (http or https), by registered
-	// name (--order-url sets URLs["order"]). All empty, the default, means
-	// the simulators run in-process (embedded demo mode); some but not all
-	// set is an error, because a half-real, half-simulated page would be
-	// misleading. Copies of a Serve share the map: replace it, never change
-	// it in place.
+	// URLs are the downstreams' base URLs by registered name (--order-url
+	// sets URLs["order"]), DownstreamsURL filling those left empty. All
+	// empty means embedded demo mode; some but not all is an error, as a
+	// half-simulated page would mislead. Copies share the map: replace it.
 	URLs map[string]string
 
-	// RedisURL (redis:// or rediss://) is the last-good cache. Empty, the
-	// default, means an embedded in-process server: fine for a demo, but
-	// not durable.
+	// DownstreamsURL is the base URL of every downstream without its own, so
+	// a deployment naming only it needs no edit for a new downstream.
+	DownstreamsURL string
+
+	// RedisURL is the last-good cache; empty means an embedded, not durable,
+	// in-process server.
 	RedisURL string
 
-	// Deadline is the whole budget of one order-detail request, from arrival
-	// to the answer. Default 1500ms, the page's latency promise.
+	// Deadline is the whole budget of one order-detail request. Default
+	// 1500ms, the page's latency promise.
 	Deadline time.Duration
 
 	// Reserve is kept back from the deadline for the fallbacks (last-good
@@ -66,30 +71,28 @@ type Serve struct {
 	// section, act long before admission, which refuses the page.
 	MaxInflight int
 
-	// MaxEventStreams bounds the dashboard's event streams open at once;
-	// the next gets 503 TOO_MANY_STREAMS. Default 100.
-	MaxEventStreams int
-
 	// Admission is how the in-flight limit is set: AdmissionFixed (the
 	// default) holds it at MaxInflight; AdmissionAdaptive lowers it below
 	// MaxInflight while requests queue in this process (a latency gradient,
 	// internal/admission) and raises it back when they stop.
 	Admission string
 
-	// ConfigFile is the YAML file of per-dependency settings; empty, the
-	// default, means the built-in ones. It is re-read on SIGHUP.
+	// ConfigFile is the YAML file of per-dependency settings, re-read on
+	// SIGHUP; empty means the built-in ones.
 	ConfigFile string
 
-	// AdminAddr is the admin API's listen address; empty, the default, means
-	// off. AdminToken is the bearer token it requires; an admin address
-	// without a token is an error, because the admin API changes live
-	// settings and must never run unauthenticated.
-	AdminAddr, AdminToken string
+	// AdminAddr is the admin API's address; empty means off. AdminToken is
+	// the bearer token it requires, given directly or read from
+	// AdminTokenFile (out of the process list); it is required with an
+	// address, and at least MinAdminToken bytes: the API changes live settings.
+	AdminAddr, AdminToken, AdminTokenFile string
 
-	// ReadHeaderTimeout bounds how long a client may take to send a
-	// request's headers; a slower one is disconnected. It keeps clients that
-	// dribble their headers (slowloris) from holding connections and
-	// goroutines. Default 5s: a real client sends its headers in one packet.
+	// MaxEventStreams bounds the dashboard's live event streams (the next
+	// gets a 503). Default 100: each holds a connection while a tab is open.
+	MaxEventStreams int
+
+	// ReadHeaderTimeout disconnects a client that dribbles its headers
+	// (slowloris). Default 5s: a real client sends them in one packet.
 	ReadHeaderTimeout time.Duration
 
 	// ShutdownTimeout bounds the graceful drain on SIGINT/SIGTERM. Default
@@ -113,14 +116,182 @@ func DefaultServe() Serve {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
-		MaxEventStreams:   100,
 		Admission:         AdmissionFixed,
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
 		LogLevel:          "info",
+		MaxEventStreams:   100,
 		Dependencies:      DefaultDependencies(),
 		URLs:              map[string]string{},
 	}
+}
+
+// MinAdminToken is the shortest admin token accepted, in bytes: 16 random
+// bytes are out of reach of guessing.
+const MinAdminToken = 16
+
+// ParseServe reads serve's configuration from args (after the sub-command)
+// and the ORDERAGG_* variables of the process environment, then loads the
+// --config file. --help returns flag.ErrHelp (print ServeUsage, exit 0);
+// every other error is one line naming the flag and its variable, or the
+// file key, matches ErrUsage (exit 2), and never repeats a password.
+func ParseServe(args []string) (Serve, error) { return parseServe(args, true) }
+
+// ParseServeArgs is ParseServe without the environment, for in-process
+// services (tests, the load tool's experiments) that must not depend on the
+// caller's shell.
+func ParseServeArgs(args []string) (Serve, error) { return parseServe(args, false) }
+
+func parseServe(args []string, env bool) (Serve, error) {
+	s := DefaultServe()
+	if err := serveFlags(&s).Parse(args, env); err != nil {
+		return Serve{}, err
+	}
+	if err := s.resolve(); err != nil {
+		return Serve{}, usage(err)
+	}
+	deps, err := s.LoadDependencies()
+	if err != nil {
+		return Serve{}, usage(err)
+	}
+	s.Dependencies = deps
+	return s, nil
+}
+
+// ParseSim is ParseServe for `orderagg sim`.
+func ParseSim(args []string) (Sim, error) {
+	s := DefaultSim()
+	if err := simFlags(&s).Parse(args, true); err != nil {
+		return Sim{}, err
+	}
+	return s, nil
+}
+
+// ServeTable lists serve's flags in --help order, with their defaults.
+func ServeTable() []FlagDoc {
+	s := DefaultServe()
+	return serveFlags(&s).Table()
+}
+
+// SimTable lists sim's flags in --help order, with their defaults.
+func SimTable() []FlagDoc {
+	s := DefaultSim()
+	return simFlags(&s).Table()
+}
+
+// ServeUsage writes serve's --help text.
+func ServeUsage(w io.Writer) {
+	WriteUsage(w, "orderagg serve [flags]", "Runs the order-detail service (the default command).", ServeTable())
+}
+
+// SimUsage writes sim's --help text.
+func SimUsage(w io.Writer) {
+	WriteUsage(w, "orderagg sim [flags]", "Runs the four simulated downstream services, with fault injection.", SimTable())
+}
+
+var (
+	webSchemes   = []string{"http", "https"}
+	redisSchemes = []string{"redis", "rediss"}
+	// admissionModes are the values --admission accepts.
+	admissionModes = []string{AdmissionFixed, AdmissionAdaptive}
+)
+
+func serveFlags(s *Serve) *Flags {
+	f := NewFlags("serve")
+	f.Addr(&s.Addr, "addr", "listen address of the order-detail API", false)
+	// One --NAME-url per registered downstream. The map is replaced, not
+	// changed, so a copy of the defaults is never written through.
+	s.URLs = maps.Clone(s.URLs)
+	if s.URLs == nil {
+		s.URLs = map[string]string{}
+	}
+	for _, name := range registry.Names() {
+		f.Func(name+"-url", "URL", "base URL of the "+name+" service; empty: --downstreams-url", func() string { return s.URLs[name] },
+			func(v string) error {
+				if err := CheckURL(v, webSchemes, false); err != nil {
+					return err
+				}
+				s.URLs[name] = v
+				return nil
+			})
+	}
+	f.URL(&s.DownstreamsURL, "downstreams-url", "base URL of every downstream without its own --NAME-url (one orderagg sim serves them all); all empty: embedded simulators", webSchemes, false)
+	f.URL(&s.RedisURL, "redis-url", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", redisSchemes, true)
+	f.Duration(&s.Deadline, "deadline", "total budget of one order-detail request", false)
+	f.Duration(&s.Reserve, "reserve", "part of the deadline kept back for fallbacks, assembly and encoding", false)
+	f.Int(&s.MaxInflight, "max-inflight", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", 0)
+	f.Choice(&s.Admission, "admission", "mode", "admission limit: fixed (--max-inflight) or adaptive (a latency gradient below --max-inflight; see docs/design.md)", admissionModes)
+	f.Int(&s.MaxEventStreams, "max-event-streams", "dashboard event streams served at once; beyond it 503", 0)
+	f.String(&s.ConfigFile, "config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP")
+	f.Addr(&s.AdminAddr, "admin-addr", "listen address of the admin API; empty: off", true)
+	f.String(&s.AdminToken, "admin-token", "string", fmt.Sprintf("bearer token the admin API requires (needed with --admin-addr; at least %d bytes)", MinAdminToken))
+	f.String(&s.AdminTokenFile, "admin-token-file", "file", "file holding the admin token, trailing newline ignored (keeps it out of the process list)")
+	f.Duration(&s.ReadHeaderTimeout, "read-header-timeout", "a client slower than this to send its request headers is disconnected (slowloris)", false)
+	f.Duration(&s.ShutdownTimeout, "shutdown-timeout", "bound on the graceful drain after SIGINT/SIGTERM", false)
+	f.Choice(&s.LogLevel, "log-level", "level", "log level: "+strings.Join(logLevels, ", "), logLevels)
+	return f
+}
+
+func simFlags(s *Sim) *Flags {
+	f := NewFlags("sim")
+	f.Addr(&s.Addr, "addr", "listen address of the four simulated services and the fault API", false)
+	f.Choice(&s.LogLevel, "log-level", "level", "log level: "+strings.Join(logLevels, ", "), logLevels)
+	return f
+}
+
+// resolve enforces the rules that tie flags together, fills in the downstream
+// URLs from --downstreams-url and reads the admin token file.
+func (s *Serve) resolve() error {
+	var errs []error
+	var all, missing []string
+	for _, name := range registry.Names() {
+		all = append(all, "--"+name+"-url")
+		if s.URLs[name] == "" {
+			missing = append(missing, flagAndEnv(name+"-url"))
+		}
+	}
+	if s.DownstreamsURL != "" {
+		urls := SameURL(s.DownstreamsURL)
+		for name, u := range s.URLs {
+			if u != "" {
+				urls[name] = u
+			}
+		}
+		s.URLs = urls
+	} else if len(missing) > 0 && len(missing) < len(all) {
+		errs = append(errs, fmt.Errorf("set all downstream URLs (%s), or %s for the rest, or none (embedded simulators); missing %s",
+			strings.Join(all, ", "), flagAndEnv("downstreams-url"), strings.Join(missing, ", ")))
+	}
+	errs = append(errs, s.readAdminToken())
+	if s.Deadline <= s.Reserve {
+		errs = append(errs, fmt.Errorf("%s %s must be longer than %s %s, the time kept back for fallbacks and encoding",
+			flagAndEnv("deadline"), formatDuration(s.Deadline), flagAndEnv("reserve"), formatDuration(s.Reserve)))
+	}
+	return join(errs)
+}
+
+// readAdminToken reads the token file, if any, and checks the token. No
+// message shows the token.
+func (s *Serve) readAdminToken() error {
+	from := "admin-token"
+	if s.AdminTokenFile != "" {
+		if s.AdminToken != "" {
+			return fmt.Errorf("%s and %s are exclusive: give the token one way", flagAndEnv("admin-token"), flagAndEnv("admin-token-file"))
+		}
+		data, err := os.ReadFile(s.AdminTokenFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", flagAndEnv("admin-token-file"), err)
+		}
+		s.AdminToken, from = strings.TrimRight(string(data), "\r\n"), "admin-token-file"
+	}
+	switch {
+	case s.AdminToken != "" && len(s.AdminToken) < MinAdminToken:
+		return fmt.Errorf("%s: the token must be at least %d bytes, got %d", flagAndEnv(from), MinAdminToken, len(s.AdminToken))
+	case s.AdminAddr != "" && s.AdminToken == "":
+		return fmt.Errorf("%s needs %s or %s: the admin API changes live settings and never runs unauthenticated",
+			flagAndEnv("admin-addr"), flagAndEnv("admin-token"), flagAndEnv("admin-token-file"))
+	}
+	return nil
 }
 
 // EmbeddedDownstreams reports whether the simulators must run in-process:
@@ -183,6 +354,7 @@ func (s Serve) LogValue() slog.Value {
 		attrs = append(attrs, slog.String(name+"_url", redactURL(s.URLs[name])))
 	}
 	return slog.GroupValue(append(attrs,
+		slog.String("downstreams_url", redactURL(s.DownstreamsURL)),
 		slog.String("redis_url", redactURL(s.RedisURL)),
 		slog.Duration("deadline", s.Deadline),
 		slog.Duration("reserve", s.Reserve),
@@ -191,6 +363,8 @@ func (s Serve) LogValue() slog.Value {
 		slog.String("config", s.ConfigFile),
 		slog.String("admin_addr", s.AdminAddr),
 		slog.String("admin_token", token),
+		slog.String("admin_token_file", s.AdminTokenFile),
+		slog.Int("max_event_streams", s.MaxEventStreams),
 		slog.Duration("read_header_timeout", s.ReadHeaderTimeout),
 		slog.Duration("shutdown_timeout", s.ShutdownTimeout),
 		slog.String("log_level", s.LogLevel),

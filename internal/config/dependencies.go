@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -117,7 +118,7 @@ func dependency(c resilience.Config, maxAge time.Duration) Dependency {
 // after defaults. The rules that depend on which dependency d is, or on the
 // request deadline, are Dependencies.Validate's.
 func (d Dependency) Validate() error {
-	errs := flatten(d.Config.Validate())
+	errs := []error{d.Config.Validate()}
 	if d.CacheMaxAge < 0 {
 		errs = append(errs, &keyError{key: "cache_max_age", err: fmt.Errorf("must not be negative, got %s", formatDuration(d.CacheMaxAge))})
 	}
@@ -205,23 +206,59 @@ func (d Dependencies) Patch(name string, body []byte, deadline time.Duration) (D
 // durations written as in the file ("300ms", "24h"), so the admin API can
 // show the settings in force in the same form it accepts in a PATCH body.
 func (d Dependency) Settings() map[string]any {
-	return settingsOf(reflect.ValueOf(d))
+	var n yaml.Node
+	if err := n.Encode(d); err != nil {
+		panic(err) // a struct of numbers always encodes
+	}
+	return settingsOf(&n)
 }
 
-func settingsOf(v reflect.Value) map[string]any {
-	out := make(map[string]any)
-	for _, f := range fieldsOf(v.Type()) {
-		fv := v.FieldByIndex(f.index)
+func settingsOf(n *yaml.Node) map[string]any {
+	out := make(map[string]any, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
 		switch {
-		case fv.Type() == durationType:
-			out[f.key] = formatDuration(time.Duration(fv.Int()))
-		case fv.Kind() == reflect.Struct:
-			out[f.key] = settingsOf(fv)
+		case v.Kind == yaml.MappingNode:
+			out[k] = settingsOf(v)
+		case v.ShortTag() == "!!str":
+			out[k] = show(v)
 		default:
-			out[f.key] = fv.Interface()
+			var x any
+			_ = v.Decode(&x) // a scalar yaml itself wrote
+			out[k] = x
 		}
 	}
 	return out
+}
+
+// Changes lists the settings that differ between before and after, by key
+// ("breaker.sleep_window"), sorted by key, each with both values as
+// the file writes them: what a reload or a PATCH log line shows.
+func Changes(before, after Dependency) []Change {
+	var out []Change
+	var walk func(prefix string, b, a map[string]any, keys []string)
+	walk = func(prefix string, b, a map[string]any, keys []string) {
+		for _, k := range keys {
+			if sub, ok := b[k].(map[string]any); ok {
+				walk(prefix+k+".", sub, a[k].(map[string]any), sortedKeys(sub))
+			} else if fmt.Sprint(b[k]) != fmt.Sprint(a[k]) {
+				out = append(out, Change{Key: prefix + k, From: b[k], To: a[k]})
+			}
+		}
+	}
+	b := before.Settings()
+	walk("", b, after.Settings(), sortedKeys(b))
+	return out
+}
+
+// Change is one setting that differs.
+type Change struct {
+	Key      string
+	From, To any
+}
+
+func sortedKeys(m map[string]any) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // formatDuration writes d in the largest whole unit, the way people write

@@ -21,17 +21,16 @@ var ErrUnknownDependency = errors.New("unknown dependency")
 // usageError marks err as a usage error without changing its message, so the
 // message stays one line that names the flag or key and the chain stays
 // intact for errors.Is.
-type usageError struct{ err error }
+type usageError struct{ error }
 
-func (e *usageError) Error() string        { return e.err.Error() }
-func (e *usageError) Unwrap() error        { return e.err }
+func (e *usageError) Unwrap() error        { return e.error }
 func (e *usageError) Is(target error) bool { return target == ErrUsage }
 
 func usage(err error) error {
 	if err == nil || errors.Is(err, ErrUsage) {
 		return err
 	}
-	return &usageError{err: err}
+	return &usageError{err}
 }
 
 // keyError is a problem with one key of a settings document, such as
@@ -53,14 +52,15 @@ func (e *keyError) Error() string {
 func (e *keyError) Unwrap() error { return e.err }
 
 // prefixed puts a key prefix in front of an error whose message already
-// starts with a key, as resilience.Config.Validate's do ("breaker.window: …").
+// starts with a key, as resilience.Config.Validate's do ("breaker.window: …"
+// becomes "dependencies.coupon.breaker.window: …").
 type prefixed struct {
 	prefix string
-	err    error
+	error
 }
 
-func (e *prefixed) Error() string { return e.prefix + "." + e.err.Error() }
-func (e *prefixed) Unwrap() error { return e.err }
+func (e *prefixed) Error() string { return e.prefix + "." + e.error.Error() }
+func (e *prefixed) Unwrap() error { return e.error }
 
 // lineJoin is errors.Join on one line: start-up errors must be one line, and
 // a validation may find several problems at once.
@@ -76,28 +76,21 @@ func (e lineJoin) Error() string {
 
 func (e lineJoin) Unwrap() []error { return e }
 
-// flatten splits err into its joined parts (errors.Join or lineJoin), so each
-// part can be prefixed on its own.
-func flatten(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
-}
-
 // join returns nil for no errors, the error itself for one, and a one-line
-// join for more.
+// join of every part (nested joins flattened) for more.
 func join(errs []error) error {
 	var all []error
 	for _, e := range errs {
-		all = append(all, flatten(e)...)
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			e = join(j.Unwrap())
+			if j, ok := e.(lineJoin); ok {
+				all = append(all, j...)
+				continue
+			}
+		}
+		if e != nil {
+			all = append(all, e)
+		}
 	}
 	switch len(all) {
 	case 0:
@@ -108,16 +101,16 @@ func join(errs []error) error {
 	return lineJoin(all)
 }
 
-// under prefixes every part of err with prefix: "breaker.window: …" becomes
-// "dependencies.coupon.breaker.window: …".
+// under prefixes every part of err with prefix.
 func under(prefix string, err error) error {
-	parts := flatten(err)
+	var parts []error
+	if j, ok := join([]error{err}).(lineJoin); ok {
+		parts = j
+	} else if err != nil {
+		parts = []error{err}
+	}
 	for i, e := range parts {
-		if ke, ok := e.(*keyError); ok {
-			parts[i] = &keyError{key: prefix + "." + ke.key, line: ke.line, err: ke.err}
-			continue
-		}
-		parts[i] = &prefixed{prefix: prefix, err: e}
+		parts[i] = &prefixed{prefix, e}
 	}
 	return join(parts)
 }

@@ -5,25 +5,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/cache"
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/peterbourgon/ff/v3"
 )
 
 // EnvPrefix starts the environment twin of every flag: --order-url is
-// ORDERAGG_ORDER_URL.
+// ORDERAGG_ORDER_URL (ff's WithEnvVarPrefix makes the same mapping).
 const EnvPrefix = "ORDERAGG_"
 
 // envName is the environment twin of the flag called name (without dashes).
 func envName(name string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+func flagAndEnv(name string) string {
+	return fmt.Sprintf("--%s (%s)", name, envName(name))
 }
 
 // FlagDoc describes one flag for --help, the README and its sync test.
@@ -35,203 +38,258 @@ type FlagDoc struct {
 	Help    string
 }
 
-// ServeTable lists serve's flags in --help order, with their defaults.
-func ServeTable() []FlagDoc {
-	s := DefaultServe()
-	return table(serveFlags(&s))
+// Flags is one command's flag set. ff parses it: the command line first,
+// then the ORDERAGG_* twin of every flag the command line left out (an empty
+// variable counts as unset). Every value goes through the same check
+// wherever it came from, so errors read the same and name both the flag and
+// its variable.
+type Flags struct {
+	fs     *flag.FlagSet
+	prefix string   // of the variables, with its trailing _
+	order  []string // definition order, for --help (VisitAll sorts by name)
+	bad    error    // the first refused value
 }
 
-// SimTable lists sim's flags in --help order, with their defaults.
-func SimTable() []FlagDoc {
-	s := DefaultSim()
-	return table(simFlags(&s))
-}
+// NewFlags returns an empty flag set for the command cmd, whose variables
+// are EnvPrefix and the flag's name.
+func NewFlags(cmd string) *Flags { return NewFlagsPrefixed(cmd, EnvPrefix) }
 
-// ServeUsage writes serve's --help text: every flag with its environment
-// variable and default.
-func ServeUsage(w io.Writer) {
-	writeUsage(w, "serve", "Runs the order-detail service.", ServeTable())
-}
-
-// SimUsage writes sim's --help text.
-func SimUsage(w io.Writer) {
-	writeUsage(w, "sim", "Runs the four simulated downstream services, with fault injection.", SimTable())
-}
-
-// ParseServe reads serve's configuration from args (the arguments after the
-// sub-command) and getenv (os.Getenv in production; nil means an empty
-// environment; an empty variable counts as unset), then loads the --config
-// file if one is given. Flags win over the environment, the environment over
-// the defaults.
-//
-// --help or -h returns flag.ErrHelp (print ServeUsage, exit 0). Every other
-// error is one line naming the flag and its variable, or the file key, and
-// matches ErrUsage (exit 2).
-func ParseServe(args []string, getenv func(string) string) (Serve, error) {
-	s := DefaultServe()
-	if err := parse("serve", serveFlags(&s), args, getenv); err != nil {
-		return Serve{}, err
-	}
-	if err := s.check(); err != nil {
-		return Serve{}, usage(err)
-	}
-	deps, err := s.LoadDependencies()
-	if err != nil {
-		return Serve{}, usage(err)
-	}
-	s.Dependencies = deps
-	return s, nil
-}
-
-// ParseSim is ParseServe for `orderagg sim`.
-func ParseSim(args []string, getenv func(string) string) (Sim, error) {
-	s := DefaultSim()
-	if err := parse("sim", simFlags(&s), args, getenv); err != nil {
-		return Sim{}, err
-	}
-	return s, nil
-}
-
-// check enforces the rules that tie flags together; each flag's own value
-// was checked as it was set.
-func (s Serve) check() error {
-	var errs []error
-	var all, missing []string
-	for _, name := range registry.Names() {
-		all = append(all, "--"+name+"-url")
-		if s.URLs[name] == "" {
-			missing = append(missing, flagAndEnv(name+"-url"))
-		}
-	}
-	if len(missing) > 0 && len(missing) < len(all) {
-		errs = append(errs, fmt.Errorf("set all downstream URLs (%s) or none (embedded simulators); missing %s",
-			strings.Join(all, ", "), strings.Join(missing, ", ")))
-	}
-	if s.AdminAddr != "" && s.AdminToken == "" {
-		errs = append(errs, fmt.Errorf("%s needs %s: the admin API changes live settings and never runs unauthenticated",
-			flagAndEnv("admin-addr"), flagAndEnv("admin-token")))
-	}
-	if s.Deadline <= s.Reserve {
-		errs = append(errs, fmt.Errorf("%s %s must be longer than %s %s, the time kept back for fallbacks and encoding",
-			flagAndEnv("deadline"), formatDuration(s.Deadline), flagAndEnv("reserve"), formatDuration(s.Reserve)))
-	}
-	return join(errs)
-}
-
-func flagAndEnv(name string) string {
-	return fmt.Sprintf("--%s (%s)", name, envName(name))
-}
-
-// flagSpec is one flag: its name, its documentation and the field it sets.
-type flagSpec struct {
-	name  string // without dashes
-	typ   string // value hint for --help
-	help  string
-	value value
-}
-
-// value is a flag's binding to its field: set parses and checks a string
-// into the field, String formats the field as a command line would.
-type value interface {
-	set(string) error
-	String() string
-}
-
-func serveFlags(s *Serve) []flagSpec {
-	specs := []flagSpec{{"addr", "host:port", "listen address of the order-detail API", addrValue{p: &s.Addr}}}
-	// One --NAME-url per registered downstream. The map is replaced, not
-	// changed, so a copy of the defaults is never written through.
-	s.URLs = maps.Clone(s.URLs)
-	if s.URLs == nil {
-		s.URLs = map[string]string{}
-	}
-	for _, name := range registry.Names() {
-		specs = append(specs, flagSpec{name + "-url", "URL", "base URL of the " + name + " service; all empty: embedded simulators",
-			urlValue{store: func(v string) { s.URLs[name] = v }, load: func() string { return s.URLs[name] }, schemes: []string{"http", "https"}}})
-	}
-	return append(specs, []flagSpec{
-		{"redis-url", "URL", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", urlValue{store: func(v string) { s.RedisURL = v }, load: func() string { return s.RedisURL }, schemes: []string{"redis", "rediss"}, query: true}},
-		{"deadline", "duration", "total budget of one order-detail request", durationValue{&s.Deadline}},
-		{"reserve", "duration", "part of the deadline kept back for fallbacks, assembly and encoding", durationValue{&s.Reserve}},
-		{"max-inflight", "int", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", intValue{&s.MaxInflight}},
-		{"max-event-streams", "int", "dashboard event streams open at once; beyond it 503 TOO_MANY_STREAMS", intValue{&s.MaxEventStreams}},
-		{"admission", "mode", "admission limit: fixed (--max-inflight) or adaptive (a latency gradient below --max-inflight; see docs/design.md)", choiceValue{&s.Admission, admissionModes}},
-		{"config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP", stringValue{&s.ConfigFile}},
-		{"admin-addr", "host:port", "listen address of the admin API; empty: off", addrValue{p: &s.AdminAddr, optional: true}},
-		{"admin-token", "string", "bearer token the admin API requires (needed with --admin-addr)", stringValue{&s.AdminToken}},
-		{"read-header-timeout", "duration", "a client slower than this to send its request headers is disconnected (slowloris)", durationValue{&s.ReadHeaderTimeout}},
-		{"shutdown-timeout", "duration", "bound on the graceful drain after SIGINT/SIGTERM", durationValue{&s.ShutdownTimeout}},
-		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue(&s.LogLevel)},
-	}...)
-}
-
-func simFlags(s *Sim) []flagSpec {
-	return []flagSpec{
-		{"addr", "host:port", "listen address of the four simulated services and the fault API", addrValue{p: &s.Addr}},
-		{"log-level", "level", "log level: " + strings.Join(logLevels, ", "), levelValue(&s.LogLevel)},
-	}
-}
-
-// admissionModes are the values --admission accepts.
-var admissionModes = []string{AdmissionFixed, AdmissionAdaptive}
-
-// parse sets the fields behind specs from args, then the environment. The
-// flag package only collects raw strings; every value, wherever it came
-// from, is then parsed by the same code, so errors read the same and name
-// both the flag and its variable.
-func parse(cmd string, specs []flagSpec, args []string, getenv func(string) string) error {
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
+// NewFlagsPrefixed is NewFlags with another prefix (such as
+// ORDERAGG_HEALTHCHECK_), for a command whose flag names would otherwise
+// clash with another command's.
+func NewFlagsPrefixed(cmd, prefix string) *Flags {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // the caller prints the one-line error or the usage
 	fs.Usage = func() {}
-	raw := make(map[string]*string, len(specs))
-	for _, sp := range specs {
-		raw[sp.name] = fs.String(sp.name, "", sp.help)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return flag.ErrHelp
-		}
-		return usage(fmt.Errorf("%w (see --help)", err))
-	}
-	if fs.NArg() > 0 {
-		return usage(fmt.Errorf("unexpected argument %q (see --help)", fs.Arg(0)))
-	}
-	onCommandLine := make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	for _, sp := range specs {
-		env := envName(sp.name)
-		var v string
-		switch {
-		case onCommandLine[sp.name]:
-			v = *raw[sp.name]
-		case getenv(env) != "":
-			v = getenv(env)
-		default:
-			continue
-		}
-		if err := sp.value.set(v); err != nil {
-			if _, isURL := sp.value.(urlValue); isURL {
-				v = cache.RedactURL(v) // never echo a password
-			}
-			return usage(fmt.Errorf("invalid value %q for --%s (%s): %w", v, sp.name, env, err))
-		}
+	return &Flags{fs: fs, prefix: prefix}
+}
+
+func (f *Flags) env(name string) string {
+	return f.prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// value adapts a check-and-store function to flag.Value. The flag package
+// and ff word a refused value themselves, quoting it whole — password
+// included — so Set keeps its own message in Flags.bad and Parse returns
+// that one instead.
+type value struct {
+	f         *Flags
+	name, typ string
+	set       func(string) error
+	get       func() string
+}
+
+func (v *value) Set(s string) error {
+	if err := v.set(s); err != nil {
+		v.f.bad = fmt.Errorf("invalid value %q for --%s (%s): %w", redact(s), v.name, v.f.env(v.name), err)
+		return v.f.bad
 	}
 	return nil
 }
 
-func table(specs []flagSpec) []FlagDoc {
-	out := make([]FlagDoc, len(specs))
-	for i, sp := range specs {
-		out[i] = FlagDoc{Name: "--" + sp.name, Env: envName(sp.name), Type: sp.typ, Default: sp.value.String(), Help: sp.help}
+func (v *value) String() string {
+	if v == nil || v.get == nil { // the flag package probes a zero Value
+		return ""
+	}
+	return v.get()
+}
+
+func (v *value) IsBoolFlag() bool { return v.typ == "bool" }
+
+// Func defines a flag whose value set checks and stores, and get shows.
+func (f *Flags) Func(name, typ, help string, get func() string, set func(string) error) {
+	f.fs.Var(&value{f: f, name: name, typ: typ, set: set, get: get}, name, help)
+	f.order = append(f.order, name)
+}
+
+// String defines a flag taking any string.
+func (f *Flags) String(p *string, name, typ, help string) {
+	f.Func(name, typ, help, func() string { return *p }, func(s string) error { *p = s; return nil })
+}
+
+// Bool defines a flag that is true when given alone (--json).
+func (f *Flags) Bool(p *bool, name, help string) {
+	f.Func(name, "bool", help, func() string { return strconv.FormatBool(*p) }, func(s string) (err error) {
+		if *p, err = strconv.ParseBool(s); err != nil {
+			return errors.New("want true or false")
+		}
+		return nil
+	})
+}
+
+// Duration defines a positive duration such as 1500ms (or non-negative,
+// with allowZero).
+func (f *Flags) Duration(p *time.Duration, name, help string, allowZero bool) {
+	f.Func(name, "duration", help, func() string { return formatDuration(*p) }, func(s string) error {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return err
+		case d < 0 || d == 0 && !allowZero:
+			return fmt.Errorf("must be positive, got %s", formatDuration(d))
+		}
+		*p = d
+		return nil
+	})
+}
+
+// Int defines a positive whole number, at most limit when limit > 0.
+func (f *Flags) Int(p *int, name, help string, limit int) {
+	f.Func(name, "int", help, func() string { return strconv.Itoa(*p) }, func(s string) error {
+		n, err := strconv.Atoi(s)
+		var ne *strconv.NumError
+		switch {
+		case errors.As(err, &ne):
+			return fmt.Errorf("must be a whole number: %w", ne.Err)
+		case n <= 0:
+			return fmt.Errorf("must be positive, got %d", n)
+		case limit > 0 && n > limit:
+			return fmt.Errorf("must be at most %d, got %d", limit, n)
+		}
+		*p = n
+		return nil
+	})
+}
+
+// Choice defines one of choices, case-insensitive, stored in lower case.
+func (f *Flags) Choice(p *string, name, typ, help string, choices []string) {
+	f.Func(name, typ, help, func() string { return *p }, func(s string) error {
+		if l := strings.ToLower(s); slices.Contains(choices, l) {
+			*p = l
+			return nil
+		}
+		return fmt.Errorf("want one of %s", strings.Join(choices, ", "))
+	})
+}
+
+// Addr defines a listen address, host:port with a numeric port (0 picks a
+// free one); optional allows empty, meaning "off".
+func (f *Flags) Addr(p *string, name, help string, optional bool) {
+	f.Func(name, "host:port", help, func() string { return *p }, func(s string) error {
+		if s == "" && optional {
+			*p = s
+			return nil
+		}
+		_, port, err := net.SplitHostPort(s)
+		if err != nil {
+			return fmt.Errorf("want host:port: %w", err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("port must be a number 0..65535, got %q", port)
+		}
+		*p = s
+		return nil
+	})
+}
+
+// URL defines an optional base URL: empty, or absolute with one of schemes
+// and a host, without a fragment, and without a query unless query is set
+// (--redis-url takes its options there).
+func (f *Flags) URL(p *string, name, help string, schemes []string, query bool) {
+	f.Func(name, "URL", help, func() string { return *p }, func(s string) error {
+		if err := CheckURL(s, schemes, query); err != nil {
+			return err
+		}
+		*p = s
+		return nil
+	})
+}
+
+// CheckURL reports why s is not an empty or absolute URL with one of
+// schemes and a host. Its errors never repeat s (url.Parse's quote it whole,
+// password included).
+func CheckURL(s string, schemes []string, query bool) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		// What is left may still quote a piece of the URL ("invalid
+		// port \":pa\" after host" when a password holds a '/').
+		return errors.New(quoted.ReplaceAllString(err.Error(), ""))
+	}
+	switch {
+	case !slices.Contains(schemes, u.Scheme):
+		return fmt.Errorf("scheme must be %s", strings.Join(schemes, " or "))
+	case u.Hostname() == "":
+		return errors.New("missing host")
+	case u.Fragment != "" || (u.RawQuery != "" && !query):
+		return errors.New("a base URL takes no query or fragment")
+	}
+	return nil
+}
+
+var (
+	quoted = regexp.MustCompile(`\s*"[^"]*"`)
+	// userinfo runs to the last '@' of a word, so a password holding '/',
+	// '#' or '@' is hidden whole.
+	userinfo    = regexp.MustCompile(`(://)\S*@`)
+	secretQuery = regexp.MustCompile(`(?i)([?&;](?:sentinel_)?password=)[^&#\s]*`)
+)
+
+// redact hides whatever may be a secret in text shown back to the user: the
+// user information of anything URL-like and password query parameters. It
+// does not need the text to parse, unlike cache.RedactURL.
+func redact(s string) string {
+	s = userinfo.ReplaceAllString(s, "${1}xxxxx@")
+	return secretQuery.ReplaceAllString(s, "${1}xxxxx")
+}
+
+// Parse reads args and, when env is set, the environment twins of the flags
+// args leave out. --help (-h) returns flag.ErrHelp; every other error is one
+// line naming the flag and its variable, and matches ErrUsage.
+func (f *Flags) Parse(args []string, env bool) error {
+	var opts []ff.Option
+	if env {
+		opts = append(opts, ff.WithEnvVarPrefix(strings.TrimSuffix(f.prefix, "_")))
+	}
+	err := ff.Parse(f.fs, args, opts...)
+	switch {
+	case f.bad != nil:
+		return usage(f.bad)
+	case errors.Is(err, flag.ErrHelp):
+		return flag.ErrHelp
+	case err != nil:
+		// ff wraps the flag package's message ("flag provided but not
+		// defined: -adress"), which is the useful part; "bad flag syntax"
+		// repeats the argument, hence redact.
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner
+		}
+		return usage(fmt.Errorf("%s (see --help)", redact(err.Error())))
+	case f.fs.NArg() > 0:
+		return usage(fmt.Errorf("unexpected argument %q (see --help)", redact(f.fs.Arg(0))))
+	}
+	return nil
+}
+
+// Given reports whether the flag called name was set, on the command line or
+// by its variable.
+func (f *Flags) Given(name string) bool {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == name })
+	return given
+}
+
+// Table lists the flags in definition order with their defaults (the values
+// they held when defined).
+func (f *Flags) Table() []FlagDoc {
+	out := make([]FlagDoc, len(f.order))
+	for i, name := range f.order {
+		fl := f.fs.Lookup(name)
+		out[i] = FlagDoc{Name: "--" + name, Env: f.env(name), Type: fl.Value.(*value).typ, Default: fl.DefValue, Help: fl.Usage}
 	}
 	return out
 }
 
-func writeUsage(w io.Writer, cmd, what string, flags []FlagDoc) {
-	fmt.Fprintf(w, "Usage: orderagg %s [flags]\n\n%s\n", cmd, what)
+// WriteUsage writes a command's --help: its usage line, what it does, and
+// every flag with its environment variable and default.
+func WriteUsage(w io.Writer, usageLine, what string, flags []FlagDoc) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n", usageLine, what)
 	fmt.Fprintf(w, "Every flag can also be set by its environment variable; the flag wins.\n\nFlags:\n")
 	for _, f := range flags {
 		def := f.Default
@@ -257,126 +315,3 @@ func MarkdownTable(flags []FlagDoc) string {
 	}
 	return b.String()
 }
-
-type stringValue struct{ p *string }
-
-func (v stringValue) set(s string) error { *v.p = s; return nil }
-func (v stringValue) String() string     { return *v.p }
-
-// addrValue is a listen address, host:port with a numeric port (0 picks a
-// free one). optional allows empty, meaning "off".
-type addrValue struct {
-	p        *string
-	optional bool
-}
-
-func (v addrValue) set(s string) error {
-	if s == "" && v.optional {
-		*v.p = s
-		return nil
-	}
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("want host:port: %w", err)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port must be a number 0..65535, got %q", port)
-	}
-	*v.p = s
-	return nil
-}
-
-func (v addrValue) String() string { return *v.p }
-
-// urlValue is an optional base URL: empty, or an absolute URL with one of
-// schemes and a host, and no query or fragment (paths are appended to it).
-type urlValue struct {
-	store   func(string)
-	load    func() string
-	schemes []string
-	// query allows a query string: --redis-url takes addr=, cluster=,
-	// master_name= and go-redis options there (internal/cache checks them).
-	query bool
-}
-
-func (v urlValue) set(s string) error {
-	if s == "" {
-		v.store(s)
-		return nil
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(v.schemes, u.Scheme) {
-		return fmt.Errorf("scheme must be %s", strings.Join(v.schemes, " or "))
-	}
-	if u.Hostname() == "" {
-		return errors.New("missing host")
-	}
-	if u.Fragment != "" || (u.RawQuery != "" && !v.query) {
-		return errors.New("a base URL takes no query or fragment")
-	}
-	v.store(s)
-	return nil
-}
-
-func (v urlValue) String() string { return v.load() }
-
-// durationValue is a positive duration such as 1500ms.
-type durationValue struct{ p *time.Duration }
-
-func (v durationValue) set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	if d <= 0 {
-		return fmt.Errorf("must be positive, got %s", formatDuration(d))
-	}
-	*v.p = d
-	return nil
-}
-
-func (v durationValue) String() string { return formatDuration(*v.p) }
-
-// intValue is a positive whole number.
-type intValue struct{ p *int }
-
-func (v intValue) set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		var ne *strconv.NumError
-		if errors.As(err, &ne) {
-			err = ne.Err
-		}
-		return fmt.Errorf("must be a whole number: %w", err)
-	}
-	if n <= 0 {
-		return fmt.Errorf("must be positive, got %d", n)
-	}
-	*v.p = n
-	return nil
-}
-
-func (v intValue) String() string { return strconv.Itoa(*v.p) }
-
-// choiceValue is one of choices, case-insensitive, stored in lower case.
-type choiceValue struct {
-	p       *string
-	choices []string
-}
-
-func (v choiceValue) set(s string) error {
-	l := strings.ToLower(s)
-	if !slices.Contains(v.choices, l) {
-		return fmt.Errorf("want one of %s", strings.Join(v.choices, ", "))
-	}
-	*v.p = l
-	return nil
-}
-
-func (v choiceValue) String() string { return *v.p }
-
-// levelValue is a --log-level.
-func levelValue(p *string) choiceValue { return choiceValue{p, logLevels} }

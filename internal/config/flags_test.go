@@ -24,31 +24,35 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// env turns a map into a getenv function.
-func env(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+// setenv sets the variables of m for the rest of the test: ff reads the
+// process environment.
+func setenv(t *testing.T, m map[string]string) {
+	t.Helper()
+	for k, v := range m {
+		t.Setenv(k, v)
+	}
 }
 
 func TestParseServeDefaults(t *testing.T) {
-	got, err := config.ParseServe(nil, nil)
+	got, err := config.ParseServe(nil)
 	if err != nil {
-		t.Fatalf("ParseServe(nil, nil): %v", err)
+		t.Fatalf("ParseServe(nil): %v", err)
 	}
 	want := config.Serve{
 		Addr:              "127.0.0.1:8080",
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
-		MaxEventStreams:   100,
 		Admission:         "fixed",
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
 		LogLevel:          "info",
+		MaxEventStreams:   100,
 		Dependencies:      config.DefaultDependencies(),
 		URLs:              map[string]string{},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ParseServe(nil, nil) =\n%+v\nwant\n%+v", got, want)
+		t.Errorf("ParseServe(nil) =\n%+v\nwant\n%+v", got, want)
 	}
 	if !reflect.DeepEqual(config.DefaultServe(), want) {
 		t.Errorf("DefaultServe() = %+v, want %+v", config.DefaultServe(), want)
@@ -62,12 +66,12 @@ func TestParseServeDefaults(t *testing.T) {
 }
 
 func TestParseSimDefaults(t *testing.T) {
-	got, err := config.ParseSim(nil, nil)
+	got, err := config.ParseSim(nil)
 	if err != nil {
-		t.Fatalf("ParseSim(nil, nil): %v", err)
+		t.Fatalf("ParseSim(nil): %v", err)
 	}
 	if want := (config.Sim{Addr: "127.0.0.1:9100", LogLevel: "info"}); got != want || config.DefaultSim() != want {
-		t.Errorf("ParseSim(nil, nil) = %+v, DefaultSim() = %+v, want %+v", got, config.DefaultSim(), want)
+		t.Errorf("ParseSim(nil) = %+v, DefaultSim() = %+v, want %+v", got, config.DefaultSim(), want)
 	}
 }
 
@@ -85,18 +89,21 @@ var serveCases = []struct {
 	{"max-inflight", "64", func(s config.Serve) any { return s.MaxInflight }, 64},
 	{"shutdown-timeout", "3s", func(s config.Serve) any { return s.ShutdownTimeout }, 3 * time.Second},
 	{"log-level", "DEBUG", func(s config.Serve) any { return s.LogLevel }, "debug"},
-	{"admin-token", "s3cret", func(s config.Serve) any { return s.AdminToken }, "s3cret"},
+	{"admin-token", "s3cret-s3cret-s3cret", func(s config.Serve) any { return s.AdminToken }, "s3cret-s3cret-s3cret"},
+	{"max-event-streams", "7", func(s config.Serve) any { return s.MaxEventStreams }, 7},
+	{"downstreams-url", "http://sim:9100", func(s config.Serve) any { return s.URLs["logistics"] }, "http://sim:9100"},
 }
 
 func TestServeFlagAndEnvTwin(t *testing.T) {
 	for _, tc := range serveCases {
 		t.Run(tc.flag, func(t *testing.T) {
-			fromFlag, err := config.ParseServe([]string{"--" + tc.flag, tc.value}, nil)
+			fromFlag, err := config.ParseServe([]string{"--" + tc.flag, tc.value})
 			if err != nil {
 				t.Fatalf("flag: %v", err)
 			}
 			envVar := "ORDERAGG_" + strings.ToUpper(strings.ReplaceAll(tc.flag, "-", "_"))
-			fromEnv, err := config.ParseServe(nil, env(map[string]string{envVar: tc.value}))
+			t.Setenv(envVar, tc.value)
+			fromEnv, err := config.ParseServe(nil)
 			if err != nil {
 				t.Fatalf("env %s: %v", envVar, err)
 			}
@@ -114,9 +121,9 @@ func TestServeGroupedFlags(t *testing.T) {
 	urls := []string{
 		"--order-url", "http://sim:9100", "--inventory-url", "http://sim:9100",
 		"--coupon-url", "https://coupon.internal/api", "--logistics-url", "http://sim:9100/",
-		"--admin-addr", "127.0.0.1:0", "--admin-token", "t",
+		"--admin-addr", "127.0.0.1:0", "--admin-token", "t-at-least-16-bytes",
 	}
-	s, err := config.ParseServe(urls, nil)
+	s, err := config.ParseServe(urls)
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
@@ -130,12 +137,12 @@ func TestServeGroupedFlags(t *testing.T) {
 		t.Errorf("AdminAddr = %q", s.AdminAddr)
 	}
 
-	e := env(map[string]string{
+	setenv(t, map[string]string{
 		"ORDERAGG_ORDER_URL": "http://a", "ORDERAGG_INVENTORY_URL": "http://b",
 		"ORDERAGG_COUPON_URL": "http://c", "ORDERAGG_LOGISTICS_URL": "http://d",
-		"ORDERAGG_ADMIN_ADDR": ":9090", "ORDERAGG_ADMIN_TOKEN": "t",
+		"ORDERAGG_ADMIN_ADDR": ":9090", "ORDERAGG_ADMIN_TOKEN": "t-at-least-16-bytes",
 	})
-	s, err = config.ParseServe(nil, e)
+	s, err = config.ParseServe(nil)
 	if err != nil {
 		t.Fatalf("ParseServe from env: %v", err)
 	}
@@ -145,14 +152,16 @@ func TestServeGroupedFlags(t *testing.T) {
 }
 
 func TestSimFlagAndEnvTwin(t *testing.T) {
-	s, err := config.ParseSim([]string{"-addr=:0", "--log-level", "warn"}, env(map[string]string{"ORDERAGG_ADDR": "bad"}))
+	t.Setenv("ORDERAGG_ADDR", "bad")
+	s, err := config.ParseSim([]string{"-addr=:0", "--log-level", "warn"})
 	if err != nil {
 		t.Fatalf("ParseSim: %v", err)
 	}
 	if s.Addr != ":0" || s.LogLevel != "warn" || s.SlogLevel() != slog.LevelWarn {
 		t.Errorf("ParseSim = %+v", s)
 	}
-	s, err = config.ParseSim(nil, env(map[string]string{"ORDERAGG_ADDR": "127.0.0.1:9200", "ORDERAGG_LOG_LEVEL": "error"}))
+	setenv(t, map[string]string{"ORDERAGG_ADDR": "127.0.0.1:9200", "ORDERAGG_LOG_LEVEL": "error"})
+	s, err = config.ParseSim(nil)
 	if err != nil {
 		t.Fatalf("ParseSim from env: %v", err)
 	}
@@ -162,12 +171,12 @@ func TestSimFlagAndEnvTwin(t *testing.T) {
 }
 
 func TestFlagsBeatEnvironment(t *testing.T) {
-	e := env(map[string]string{
+	setenv(t, map[string]string{
 		"ORDERAGG_DEADLINE":     "not-even-a-duration", // never parsed: the flag wins
 		"ORDERAGG_MAX_INFLIGHT": "7",
 		"ORDERAGG_ADDR":         "127.0.0.1:1",
 	})
-	s, err := config.ParseServe([]string{"--deadline=2s", "--addr", "127.0.0.1:2"}, e)
+	s, err := config.ParseServe([]string{"--deadline=2s", "--addr", "127.0.0.1:2"})
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
@@ -180,7 +189,8 @@ func TestFlagsBeatEnvironment(t *testing.T) {
 }
 
 func TestEmptyEnvironmentVariableIsUnset(t *testing.T) {
-	s, err := config.ParseServe(nil, env(map[string]string{"ORDERAGG_ADDR": "", "ORDERAGG_DEADLINE": ""}))
+	setenv(t, map[string]string{"ORDERAGG_ADDR": "", "ORDERAGG_DEADLINE": ""})
+	s, err := config.ParseServe(nil)
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
@@ -233,11 +243,23 @@ func TestServeBadValues(t *testing.T) {
 		{"unknown log level", []string{"--log-level", "verbose"}, nil,
 			[]string{`invalid value "verbose" for --log-level (ORDERAGG_LOG_LEVEL): want one of debug, info, warn, error`}},
 		{"partial URLs", []string{"--order-url", "http://sim:9100", "--coupon-url", "http://sim:9100"}, nil,
-			[]string{"set all downstream URLs (--order-url, --inventory-url, --coupon-url, --logistics-url) or none", "missing --inventory-url (ORDERAGG_INVENTORY_URL), --logistics-url (ORDERAGG_LOGISTICS_URL)"}},
+			[]string{"set all downstream URLs (--order-url, --inventory-url, --coupon-url, --logistics-url), or --downstreams-url (ORDERAGG_DOWNSTREAMS_URL) for the rest, or none", "missing --inventory-url (ORDERAGG_INVENTORY_URL), --logistics-url (ORDERAGG_LOGISTICS_URL)"}},
 		{"partial URLs from env", nil, map[string]string{"ORDERAGG_LOGISTICS_URL": "http://sim:9100"},
 			[]string{"missing --order-url (ORDERAGG_ORDER_URL), --inventory-url (ORDERAGG_INVENTORY_URL), --coupon-url (ORDERAGG_COUPON_URL)"}},
 		{"admin addr without token", []string{"--admin-addr", "127.0.0.1:9090"}, nil,
-			[]string{"--admin-addr (ORDERAGG_ADMIN_ADDR) needs --admin-token (ORDERAGG_ADMIN_TOKEN)"}},
+			[]string{"--admin-addr (ORDERAGG_ADMIN_ADDR) needs --admin-token (ORDERAGG_ADMIN_TOKEN) or --admin-token-file (ORDERAGG_ADMIN_TOKEN_FILE)"}},
+		{"short admin token", []string{"--admin-addr", "127.0.0.1:9090", "--admin-token", "fifteen-bytes!!"}, nil,
+			[]string{"--admin-token (ORDERAGG_ADMIN_TOKEN): the token must be at least 16 bytes, got 15"}},
+		{"short admin token without admin addr", nil, map[string]string{"ORDERAGG_ADMIN_TOKEN": "short"},
+			[]string{"--admin-token (ORDERAGG_ADMIN_TOKEN): the token must be at least 16 bytes, got 5"}},
+		{"admin token and token file", []string{"--admin-token", "0123456789abcdef", "--admin-token-file", "/dev/null"}, nil,
+			[]string{"--admin-token (ORDERAGG_ADMIN_TOKEN) and --admin-token-file (ORDERAGG_ADMIN_TOKEN_FILE) are exclusive"}},
+		{"missing admin token file", []string{"--admin-addr", ":0", "--admin-token-file", "/nonexistent/token"}, nil,
+			[]string{"--admin-token-file (ORDERAGG_ADMIN_TOKEN_FILE): open /nonexistent/token"}},
+		{"bad downstreams URL", []string{"--downstreams-url", "sim:9100"}, nil,
+			[]string{"--downstreams-url (ORDERAGG_DOWNSTREAMS_URL)", "scheme must be http or https"}},
+		{"zero event streams", []string{"--max-event-streams", "0"}, nil,
+			[]string{"--max-event-streams (ORDERAGG_MAX_EVENT_STREAMS)", "must be positive"}},
 		{"deadline not above reserve", []string{"--deadline", "100ms"}, nil,
 			[]string{"--deadline (ORDERAGG_DEADLINE) 100ms must be longer than --reserve (ORDERAGG_RESERVE) 100ms"}},
 		{"dependency timeout not under deadline", []string{"--deadline", "1s"}, nil,
@@ -253,7 +275,8 @@ func TestServeBadValues(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := config.ParseServe(tc.args, env(tc.env))
+			setenv(t, tc.env)
+			_, err := config.ParseServe(tc.args)
 			if err == nil {
 				t.Fatal("ParseServe succeeded, want an error")
 			}
@@ -274,7 +297,7 @@ func TestServeBadValues(t *testing.T) {
 
 // TestBadValueKeepsCause checks the cause stays reachable behind the message.
 func TestBadValueKeepsCause(t *testing.T) {
-	_, err := config.ParseServe([]string{"--max-inflight", "many"}, nil)
+	_, err := config.ParseServe([]string{"--max-inflight", "many"})
 	if !errors.Is(err, strconv.ErrSyntax) || !errors.Is(err, config.ErrUsage) {
 		t.Errorf("ParseServe = %v, want strconv.ErrSyntax and ErrUsage in the chain", err)
 	}
@@ -291,24 +314,27 @@ func TestSimBadValues(t *testing.T) {
 		{[]string{"--deadline", "1s"}, nil, "flag provided but not defined: -deadline"},
 	}
 	for _, tc := range tests {
-		_, err := config.ParseSim(tc.args, env(tc.env))
-		if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ParseSim(%q, %v) = %v, want a usage error containing %q", tc.args, tc.env, err, tc.want)
-		}
+		t.Run(tc.want, func(t *testing.T) {
+			setenv(t, tc.env)
+			_, err := config.ParseSim(tc.args)
+			if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseSim(%q, %v) = %v, want a usage error containing %q", tc.args, tc.env, err, tc.want)
+			}
+		})
 	}
 }
 
 func TestHelp(t *testing.T) {
-	badEnv := env(map[string]string{"ORDERAGG_DEADLINE": "abc"}) // --help must work even so
+	t.Setenv("ORDERAGG_DEADLINE", "abc") // --help must work even so
 	for _, arg := range []string{"-h", "--help", "-help", "--h"} {
-		if _, err := config.ParseServe([]string{arg}, badEnv); !errors.Is(err, flag.ErrHelp) {
+		if _, err := config.ParseServe([]string{arg}); !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("ParseServe(%q) = %v, want flag.ErrHelp", arg, err)
 		}
-		if _, err := config.ParseSim([]string{arg}, nil); !errors.Is(err, flag.ErrHelp) {
+		if _, err := config.ParseSim([]string{arg}); !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("ParseSim(%q) = %v, want flag.ErrHelp", arg, err)
 		}
 	}
-	_, err := config.ParseServe([]string{"--help"}, nil)
+	_, err := config.ParseServe([]string{"--help"})
 	if errors.Is(err, config.ErrUsage) {
 		t.Error("--help matches ErrUsage; it must exit 0, not 2")
 	}
@@ -321,7 +347,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		table []config.FlagDoc
 		count int
 	}{
-		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 13 + len(registry.Names())}, // one --NAME-url per downstream
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 15 + len(registry.Names())}, // one --NAME-url per downstream
 		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
 	}
 	for _, tc := range tests {
@@ -367,7 +393,7 @@ func TestTableDefaultsParse(t *testing.T) {
 			args = append(args, f.Name+"="+f.Default)
 		}
 	}
-	got, err := config.ParseServe(args, nil)
+	got, err := config.ParseServe(args)
 	if err != nil {
 		t.Fatalf("ParseServe(%q): %v", args, err)
 	}
@@ -375,7 +401,7 @@ func TestTableDefaultsParse(t *testing.T) {
 		t.Errorf("defaults from the table = %+v, want %+v", got, config.DefaultServe())
 	}
 	want := map[string]string{"--addr": "127.0.0.1:8080", "--deadline": "1500ms", "--reserve": "100ms",
-		"--max-inflight": "1024", "--shutdown-timeout": "10s", "--log-level": "info", "--order-url": ""}
+		"--max-inflight": "1024", "--shutdown-timeout": "10s", "--log-level": "info", "--order-url": "", "--max-event-streams": "100"}
 	for _, f := range config.ServeTable() {
 		if w, ok := want[f.Name]; ok && f.Default != w {
 			t.Errorf("%s default %q, want %q", f.Name, f.Default, w)
@@ -388,7 +414,8 @@ func TestParseServeLoadsConfigFile(t *testing.T) {
 	path := filepath.Join(dir, "deps.yaml")
 	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 200ms\n")
 
-	s, err := config.ParseServe(nil, env(map[string]string{"ORDERAGG_CONFIG": path}))
+	t.Setenv("ORDERAGG_CONFIG", path)
+	s, err := config.ParseServe(nil)
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
@@ -401,17 +428,17 @@ func TestParseServeLoadsConfigFile(t *testing.T) {
 
 	// A file that is fine on its own but too slow for the deadline.
 	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 2s\n")
-	_, err = config.ParseServe([]string{"--config", path}, nil)
+	_, err = config.ParseServe([]string{"--config", path})
 	if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), "dependencies.coupon.timeout: 2s must be shorter than --deadline") {
 		t.Errorf("ParseServe = %v, want a usage error about dependencies.coupon.timeout", err)
 	}
 	// A longer deadline makes the same file valid.
-	if _, err := config.ParseServe([]string{"--config", path, "--deadline", "3s"}, nil); err != nil {
+	if _, err := config.ParseServe([]string{"--config", path, "--deadline", "3s"}); err != nil {
 		t.Errorf("ParseServe with --deadline 3s: %v", err)
 	}
 
 	writeFile(t, path, "dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n")
-	_, err = config.ParseServe([]string{"--config", path}, nil)
+	_, err = config.ParseServe([]string{"--config", path})
 	if !errors.Is(err, config.ErrUsage) || !strings.Contains(err.Error(), "dependencies.coupon.breaker.windw: unknown key") {
 		t.Errorf("ParseServe = %v, want a usage error naming the unknown key", err)
 	}
@@ -450,7 +477,7 @@ func TestRedisURLForms(t *testing.T) {
 		"redis://r1:6379?cluster=true",
 		"redis://s1:26379?addr=s2:26379&master_name=mymaster&password=pw-hunter2",
 	} {
-		s, err := config.ParseServe([]string{"--redis-url", u}, nil)
+		s, err := config.ParseServe([]string{"--redis-url", u})
 		if err != nil || s.RedisURL != u {
 			t.Errorf("--redis-url %s: %q, %v", u, s.RedisURL, err)
 		}
@@ -458,7 +485,7 @@ func TestRedisURLForms(t *testing.T) {
 			t.Errorf("start-up log shows the password: %s", logged)
 		}
 	}
-	_, err := config.ParseServe([]string{"--redis-url", "redis://:pw-hunter2@cache:6379/0#frag"}, nil)
+	_, err := config.ParseServe([]string{"--redis-url", "redis://:pw-hunter2@cache:6379/0#frag"})
 	if err == nil || !strings.Contains(err.Error(), "--redis-url") || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("bad --redis-url: %v (want an error naming the flag, without the password)", err)
 	}

@@ -1,15 +1,20 @@
 package config
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
 )
 
+var update = flag.Bool("update", false, "rewrite the README's flag tables from the flag definitions")
+
 // The README's configuration tables are generated from the flag definitions;
-// this fails when a flag, default or help text changes without the README.
+// this fails when a flag, default or help text changes without the README
+// (go test -run TestREADMEConfigTables -update rewrites them).
 func TestREADMEConfigTables(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
+	const path = "../../README.md"
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +26,16 @@ func TestREADMEConfigTables(t *testing.T) {
 			t.Fatalf("README lacks the %s table markers", name)
 		}
 		if got := readme[i+len(start) : j]; got != table {
-			t.Errorf("README's %s table is out of date; replace it with:\n%s", name, table)
+			if *update {
+				readme = readme[:i+len(start)] + table + readme[j:]
+				continue
+			}
+			t.Errorf("README's %s table is out of date; run go test ./internal/config -run TestREADMEConfigTables -update, or replace it with:\n%s", name, table)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(readme), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,24 +20,14 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// file is the shape of the --config file: one top-level key, so the file can
-// grow other sections later without breaking existing ones.
-type file struct {
-	Dependencies Dependencies `yaml:"dependencies"`
-}
-
-// LoadDependencies reads the YAML file at path and lays its per-dependency
-// settings over base: keys the file leaves out keep base's values. Every key
-// is checked (an unknown one is an error naming its full path, such as
-// "dependencies.coupon.breaker.windw"), every value is decoded into its field
-// (durations are strings like "300ms"), and each dependency is completed with
-// its defaults and validated. The error, one line, names the key at fault.
-//
-// base is normally DefaultDependencies(), so that removing a key from the
-// file and reloading it returns that setting to its default. The rule that
-// ties timeouts to the request deadline is checked by Dependencies.Validate,
-// which the caller, knowing the deadline, runs next (Serve.LoadDependencies
-// does both).
+// LoadDependencies reads the YAML file at path (one top-level key,
+// dependencies, then one section per name of Names()) and lays it over base,
+// normally DefaultDependencies(), so a key removed from the file returns to
+// its default on reload. An unknown key, a value of the wrong type and an
+// invalid result are one-line errors naming the key and its line
+// ("dependencies.coupon.breaker.windw: unknown key (known: window, …) (line
+// 4)"). The deadline rule is Dependencies.Validate's, run next by the caller
+// (Serve.LoadDependencies does both).
 func LoadDependencies(path string, base Dependencies) (Dependencies, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -49,19 +41,27 @@ func LoadDependencies(path string, base Dependencies) (Dependencies, error) {
 }
 
 func decodeDependencies(data []byte, base Dependencies) (Dependencies, error) {
-	root, err := parseDocument(data)
-	if err != nil {
+	// The section names come from the registry, so the struct yaml decodes
+	// into — one field per name, filled from base — is built at run time.
+	names := base.Names()
+	fields := make([]reflect.StructField, len(names))
+	for i, name := range names {
+		fields[i] = reflect.StructField{Name: fmt.Sprintf("D%d", i), Type: reflect.TypeFor[Dependency](), Tag: reflect.StructTag(`yaml:"` + name + `"`)}
+	}
+	doc := reflect.New(reflect.StructOf([]reflect.StructField{{Name: "Dependencies", Type: reflect.StructOf(fields), Tag: `yaml:"dependencies"`}}))
+	sections := doc.Elem().Field(0)
+	for i, name := range names {
+		dep, _ := base.Get(name) // a name the base lacks starts from zero
+		sections.Field(i).Set(reflect.ValueOf(dep))
+	}
+	if _, err := decodeStrict(data, doc.Interface(), true, 2); err != nil {
 		return Dependencies{}, err
 	}
-	doc := file{Dependencies: base}
-	if root != nil {
-		if err := (decoder{lines: true}).overlay(root, reflect.ValueOf(&doc).Elem(), "", reflect.Value{}); err != nil {
-			return Dependencies{}, err
-		}
-	}
-	deps := doc.Dependencies
-	for _, name := range deps.Names() {
-		deps.Update(name, func(d *Dependency) { d.Config = d.Config.WithDefaults() })
+	var deps Dependencies
+	for i, name := range names {
+		dep := sections.Field(i).Interface().(Dependency)
+		dep.Config = dep.Config.WithDefaults()
+		deps.Set(name, dep)
 	}
 	if err := deps.check(); err != nil {
 		return Dependencies{}, err
@@ -69,19 +69,12 @@ func decodeDependencies(data []byte, base Dependencies) (Dependencies, error) {
 	return deps, nil
 }
 
-// PatchDependency lays the settings in body over cur and returns the result,
-// completed with defaults and validated. body is a JSON (or YAML) object with
-// the keys of a dependency's section of the --config file, any subset of
-// them: {"timeout":"300ms","breaker":{"sleep_window":"10s"}}. An empty body,
-// anything but an object, an unknown key, a value of the wrong type and an
-// invalid result are errors naming the key at fault; cur is a value, so the
-// caller's settings never change, and on error nothing is returned.
-//
-// Setting a key to zero when zero would silently mean a generic default
-// (for example "bulkhead": {"max_concurrent": 0}, which would become 50
-// whatever the dependency's own value) is an error too: leave the key out to
-// keep the current value. To check the rules that need the dependency's name
-// or the deadline, use Dependencies.Patch, which calls this.
+// PatchDependency lays body, a JSON (or YAML) object with any of the keys of
+// a dependency's section of the --config file, over cur and returns the
+// result, completed with defaults and validated; errors name the key at
+// fault. A zero that would silently become a generic default
+// ({"bulkhead":{"max_concurrent":0}} would mean 50) is refused too. The
+// rules that need the name or the deadline are Dependencies.Patch's.
 func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Dependency{}, errors.New(`empty body: send an object of settings such as {"timeout":"300ms"}`)
@@ -95,15 +88,14 @@ func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 		}
 		body = buf.Bytes()
 	}
-	root, err := parseDocument(body)
-	if err != nil {
-		return Dependency{}, fmt.Errorf("body: %w", err)
-	}
-	if root == nil || root.Kind != yaml.MappingNode {
-		return Dependency{}, fmt.Errorf("body must be an object of settings such as {\"timeout\":\"300ms\"}, got %s", describe(root))
-	}
 	next := cur
-	if err := (decoder{}).overlay(root, reflect.ValueOf(&next).Elem(), "", reflect.Value{}); err != nil {
+	root, err := decodeStrict(body, &next, false, 0)
+	switch {
+	case root == nil && err == nil, root != nil && root.Kind != yaml.MappingNode:
+		return Dependency{}, fmt.Errorf("body must be an object of settings such as {\"timeout\":\"300ms\"}, got %s", redact(describe(root)))
+	case errors.As(err, new(syntaxError)):
+		return Dependency{}, fmt.Errorf("body: %w", err)
+	case err != nil:
 		return Dependency{}, err
 	}
 	next.Config = next.Config.WithDefaults()
@@ -113,249 +105,281 @@ func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 	return next, nil
 }
 
-// parseDocument parses exactly one YAML document and returns its root node,
-// or nil when there is none (an empty file, or only comments).
-func parseDocument(data []byte) (*yaml.Node, error) {
+// syntaxError is yaml's complaint about the document itself, on one line
+// (start-up errors must be one line).
+type syntaxError string
+
+func (e syntaxError) Error() string { return string(e) }
+
+func oneLine(err error) error {
+	return syntaxError(redact(strings.Join(strings.Fields(err.Error()), " ")))
+}
+
+// decodeStrict lays the one YAML document in data over *dst, which holds the
+// values in force: yaml.v3 decodes it with KnownFields(true), so an unknown
+// key is an error and a key left out keeps its value. It returns the root
+// node (nil for an empty document). yaml's messages name a line and a Go type
+// ("field windw not found in type resilience.BreakerConfig"); they are
+// reworded to name the key, with its line when lines is set. depth is how
+// many path segments lead to a Dependency's keys (2 in a file, 0 in a body).
+func decodeStrict(data []byte, dst any, lines bool, depth int) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil
+	} else if err != nil {
 		return nil, oneLine(err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
 		return nil, errors.New("holds more than one YAML document")
 	}
-	if doc.Kind == yaml.DocumentNode {
-		if len(doc.Content) == 0 {
-			return nil, nil
+	if len(doc.Content) == 0 {
+		return nil, nil // only comments
+	}
+	root := doc.Content[0]
+	var before yaml.Node
+	if err := before.Encode(dst); err != nil {
+		return root, err
+	}
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	err := strict.Decode(dst)
+	var te *yaml.TypeError
+	if err != nil && !errors.As(err, &te) {
+		return root, oneLine(err)
+	}
+	r := reworder{entries: index(root, ""), schema: &before, lines: lines}
+	if te != nil {
+		for _, msg := range te.Errors {
+			r.reword(msg)
 		}
-		return resolve(doc.Content[0]), nil
 	}
-	return resolve(&doc), nil
+	var after yaml.Node
+	if err := after.Encode(dst); err != nil {
+		return root, err
+	}
+	r.laxities(&after, depth)
+	return root, join(r.errs)
 }
 
-// oneLine folds yaml's occasional multi-line messages, since start-up errors
-// must be one line.
-func oneLine(err error) error {
-	if !strings.Contains(err.Error(), "\n") {
-		return err
-	}
-	return folded{err}
+// entry is one key of a document, with its path and value.
+type entry struct {
+	path     string
+	parent   string     // path without the last key (which may hold dots)
+	key, val *yaml.Node // key is nil for the document's root
+	reported bool
 }
 
-// folded is err with its message on one line.
-type folded struct{ err error }
+// index lists every key of the document under n, depth first, aliases
+// followed.
+func index(n *yaml.Node, path string) []*entry {
+	out := []*entry{{path: path, val: resolve(n)}}
+	seen := map[*yaml.Node]bool{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		if n = resolve(n); n.Kind != yaml.MappingNode || seen[n] {
+			return
+		}
+		seen[n] = true
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], resolve(n.Content[i+1])
+			p := join2(path, k.Value)
+			out = append(out, &entry{path: p, parent: path, key: k, val: v})
+			walk(v, p)
+		}
+	}
+	walk(n, path)
+	return out
+}
 
-func (f folded) Error() string { return strings.Join(strings.Fields(f.err.Error()), " ") }
-func (f folded) Unwrap() error { return f.err }
+// reworder turns yaml's type errors into errors naming the key.
+type reworder struct {
+	entries []*entry
+	schema  *yaml.Node // the destination before decoding, as YAML
+	lines   bool
+	errs    []error
+}
 
 var (
-	durationType     = reflect.TypeFor[time.Duration]()
-	dependencyType   = reflect.TypeFor[Dependency]()
-	dependenciesType = reflect.TypeFor[Dependencies]()
-	// genericDefaults are the values resilience.Config.WithDefaults gives a
-	// zero field. Where one is not zero, a zero in a document cannot mean
-	// what it says: it would turn into this generic value.
-	genericDefaults = reflect.ValueOf(Dependency{Config: resilience.Config{}.WithDefaults()})
+	unknownRe = regexp.MustCompile(`^line (\d+): field (.+?) not found in type `)
+	twiceRe   = regexp.MustCompile(`^line (\d+): mapping key (".*") already defined at line (\d+)$`)
+	typeRe    = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
 )
 
-// decoder lays a yaml node tree over a struct, key by key. It does the job of
-// yaml's Decoder.KnownFields(true), but its errors carry the full key path
-// ("dependencies.coupon.breaker.window"), which yaml's ("field windw not found
-// in type resilience.BreakerConfig") do not.
-type decoder struct {
-	lines bool // report line numbers (files), or not (one-line request bodies)
+func (r *reworder) reword(msg string) {
+	if m := unknownRe.FindStringSubmatch(msg); m != nil {
+		if e := r.find(m[1], func(e *entry) bool { return e.key != nil && e.key.Value == m[2] }, true); e != nil {
+			r.fail(e, e.key, fmt.Errorf("unknown key (known: %s)", strings.Join(keysOf(lookup(r.schema, e.parent)), ", ")))
+			return
+		}
+	}
+	if m := twiceRe.FindStringSubmatch(msg); m != nil {
+		name, _ := strconv.Unquote(m[2])
+		if e := r.find(m[1], func(e *entry) bool { return e.key != nil && e.key.Value == name }, true); e != nil {
+			r.fail(e, e.key, fmt.Errorf("set twice (first on line %s)", m[3]))
+			return
+		}
+	}
+	if m := typeRe.FindStringSubmatch(msg); m != nil {
+		// Several values may sit on one line ({"a":1,"b":{"c":2}}): the one
+		// meant has yaml's tag and text, and is a section exactly when the
+		// Go type is a struct.
+		scalar := slices.Contains([]string{"time.Duration", "int", "float64", "bool", "string"}, m[4])
+		e := r.find(m[1], func(e *entry) bool {
+			want := lookup(r.schema, e.path)
+			return e.val.ShortTag() == m[2] && (m[3] == "" || shorten(e.val.Value) == m[3]) &&
+				want != nil && (want.Kind == yaml.MappingNode) != scalar
+		}, false)
+		if e != nil {
+			r.fail(e, e.val, r.wrongType(e, m[4]))
+			return
+		}
+	}
+	r.errs = append(r.errs, errors.New(redact(msg))) // not a form known here: yaml's own words
 }
 
-func (d decoder) fail(path string, n *yaml.Node, err error) error {
-	ke := &keyError{key: path, err: err}
-	if d.lines && n != nil {
-		ke.line = n.Line
-	}
-	return ke
-}
-
-// overlay writes the keys of mapping n into the struct dst (addressable),
-// leaving fields whose keys n omits alone. ref, when valid, holds the generic
-// defaults of dst's fields (see genericDefaults). It reports every problem it
-// finds, not just the first.
-func (d decoder) overlay(n *yaml.Node, dst reflect.Value, path string, ref reflect.Value) error {
-	n = resolve(n)
-	if isNull(n) {
-		return nil // an empty section keeps everything as it was
-	}
-	if n.Kind != yaml.MappingNode {
-		return d.fail(orRoot(path), n, fmt.Errorf("must be a mapping of keys to values, got %s", describe(n)))
-	}
-	if dst.Type() == dependenciesType {
-		return d.overlayDependencies(n, dst.Addr().Interface().(*Dependencies), path)
-	}
-	if dst.Type() == dependencyType {
-		ref = genericDefaults
-	}
-	fields := fieldsOf(dst.Type())
-	byKey := make(map[string]field, len(fields))
-	for _, f := range fields {
-		byKey[f.key] = f
-	}
-	return d.eachKey(n, path, func(name string) bool { _, ok := byKey[name]; return ok }, knownKeys(fields),
-		func(name, key string, v *yaml.Node) error {
-			f := byKey[name]
-			fv := dst.FieldByIndex(f.index)
-			var fref reflect.Value
-			if ref.IsValid() {
-				fref = ref.FieldByIndex(f.index)
-			}
-			if fv.Kind() == reflect.Struct && fv.Type() != durationType {
-				return d.overlay(v, fv, key, fref)
-			}
-			return d.leaf(v, fv, key, fref)
-		})
-}
-
-// overlayDependencies lays mapping n, keyed by dependency name, over deps:
-// each named dependency's settings are overlaid like any struct, and the
-// ones n leaves out keep their values.
-func (d decoder) overlayDependencies(n *yaml.Node, deps *Dependencies, path string) error {
-	names := deps.Names()
-	return d.eachKey(n, path, func(name string) bool { return slices.Contains(names, name) }, strings.Join(names, ", "),
-		func(name, key string, v *yaml.Node) error {
-			dep, _ := deps.Get(name) // a name the base lacks starts from zero
-			if err := d.overlay(v, reflect.ValueOf(&dep).Elem(), key, reflect.Value{}); err != nil {
-				return err
-			}
-			deps.Set(name, dep)
-			return nil
-		})
-}
-
-// eachKey calls set for every key of mapping n that known accepts, and
-// reports every key that is not a name, is set twice or is unknown (listing
-// the known ones), along with set's errors.
-func (d decoder) eachKey(n *yaml.Node, path string, known func(string) bool, knownList string, set func(name, key string, v *yaml.Node) error) error {
-	var errs []error
-	seen := make(map[string]int)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := resolve(n.Content[i]), n.Content[i+1]
-		key := join2(path, k.Value)
-		if k.Kind != yaml.ScalarNode {
-			errs = append(errs, d.fail(orRoot(path), k, fmt.Errorf("keys must be names, got %s", describe(k))))
-			continue
+// find returns the first entry not yet reported whose key (byKey) or value
+// sits on line and matches.
+func (r *reworder) find(line string, match func(*entry) bool, byKey bool) *entry {
+	n, _ := strconv.Atoi(line)
+	for _, e := range r.entries {
+		at := e.val
+		if byKey {
+			at = e.key
 		}
-		if first, dup := seen[k.Value]; dup {
-			errs = append(errs, d.fail(key, k, fmt.Errorf("set twice (first on line %d)", first)))
-			continue
+		if !e.reported && at != nil && at.Line == n && match(e) {
+			return e
 		}
-		seen[k.Value] = k.Line
-		if !known(k.Value) {
-			errs = append(errs, d.fail(key, k, fmt.Errorf("unknown key (known: %s)", knownList)))
-			continue
-		}
-		if err := set(k.Value, key, v); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return join(errs)
-}
-
-// leaf decodes one scalar into dst. The messages say what was expected in the
-// document's terms ("a duration such as \"300ms\""), not in Go's.
-func (d decoder) leaf(n *yaml.Node, dst reflect.Value, path string, ref reflect.Value) error {
-	n = resolve(n)
-	if n.Kind != yaml.ScalarNode {
-		return d.fail(path, n, fmt.Errorf("must be a single value, got %s", describe(n)))
-	}
-	if isNull(n) {
-		return d.fail(path, n, errors.New("has no value; leave the key out to keep the current one"))
-	}
-	old := formatValue(dst)
-	tag := n.ShortTag()
-	switch {
-	case dst.Type() == durationType:
-		if tag != "!!str" {
-			return d.fail(path, n, fmt.Errorf(`must be a duration such as "300ms", got %s`, describe(n)))
-		}
-		v, err := time.ParseDuration(n.Value)
-		if err != nil {
-			return d.fail(path, n, err)
-		}
-		dst.SetInt(int64(v))
-	case dst.Kind() == reflect.Int:
-		var v int
-		if tag != "!!int" || n.Decode(&v) != nil {
-			return d.fail(path, n, fmt.Errorf("must be a whole number, got %s", describe(n)))
-		}
-		dst.SetInt(int64(v))
-	case dst.Kind() == reflect.Float64:
-		var v float64
-		if (tag != "!!int" && tag != "!!float") || n.Decode(&v) != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return d.fail(path, n, fmt.Errorf("must be a finite number, got %s", describe(n)))
-		}
-		dst.SetFloat(v)
-	case dst.Kind() == reflect.Bool:
-		var v bool
-		if tag != "!!bool" || n.Decode(&v) != nil {
-			return d.fail(path, n, fmt.Errorf("must be true or false, got %s", describe(n)))
-		}
-		dst.SetBool(v)
-	case dst.Kind() == reflect.String:
-		if tag != "!!str" {
-			return d.fail(path, n, fmt.Errorf("must be a string, got %s", describe(n)))
-		}
-		dst.SetString(n.Value)
-	default:
-		// Only reachable if a settings struct gains a field of a new type.
-		return d.fail(path, n, fmt.Errorf("config: no decoder for type %s", dst.Type()))
-	}
-	if ref.IsValid() && dst.IsZero() && !ref.IsZero() {
-		return d.fail(path, n, fmt.Errorf("must not be %s: zero would silently become the generic default %s; leave the key out to keep %s",
-			formatValue(dst), formatValue(ref), old))
 	}
 	return nil
 }
 
-// field is one settable key of a settings struct.
-type field struct {
-	key   string
-	index []int
+// wrongType says what the key at e wants, in the document's terms.
+func (r *reworder) wrongType(e *entry, goType string) error {
+	got := describe(e.val)
+	switch want := lookup(r.schema, e.path); {
+	case want != nil && want.Kind == yaml.MappingNode:
+		return fmt.Errorf("must be a mapping of keys to values, got %s", got)
+	case e.val.Kind != yaml.ScalarNode:
+		return fmt.Errorf("must be a single value, got %s", got)
+	case goType == "time.Duration" && e.val.ShortTag() == "!!str":
+		_, err := time.ParseDuration(e.val.Value)
+		return err
+	case goType == "time.Duration":
+		return fmt.Errorf(`must be a duration such as "300ms", got %s`, got)
+	case strings.HasPrefix(goType, "int"):
+		return fmt.Errorf("must be a whole number, got %s", got)
+	case strings.HasPrefix(goType, "float"):
+		return fmt.Errorf("must be a finite number, got %s", got)
+	case goType == "bool":
+		return fmt.Errorf("must be true or false, got %s", got)
+	}
+	return fmt.Errorf("cannot be %s", got)
 }
 
-// fieldsOf lists t's keys in declaration order, following yaml tags and
-// descending into ",inline" embedded structs, as yaml itself would.
-func fieldsOf(t reflect.Type) []field {
-	var out []field
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
+// genericDefaults are the values resilience.Config.WithDefaults gives a
+// zero field, as YAML. Where one is not zero, a zero in a document cannot
+// mean what it says: it would turn into this generic value.
+var genericDefaults = func() *yaml.Node {
+	var n yaml.Node
+	if err := n.Encode(Dependency{Config: resilience.Config{}.WithDefaults()}); err != nil {
+		panic(err)
+	}
+	return &n
+}()
+
+// laxities refuses what yaml decodes without complaint but would not mean
+// what it says: a key without a value (yaml keeps the old one), a fraction
+// for a whole number (yaml truncates it), a number that is not finite, and a
+// zero that WithDefaults would replace by a generic default.
+func (r *reworder) laxities(after *yaml.Node, depth int) {
+	for _, e := range r.entries {
+		was := lookup(r.schema, e.path)
+		if e.reported || e.key == nil || was == nil || was.Kind != yaml.ScalarNode {
 			continue
 		}
-		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
-		if name == "-" {
-			continue
-		}
-		if opts == "inline" {
-			for _, inner := range fieldsOf(sf.Type) {
-				out = append(out, field{key: inner.key, index: append([]int{i}, inner.index...)})
+		now, v := lookup(after, e.path), e.val
+		var f, kept float64
+		isFloat := v.ShortTag() == "!!float" && v.Decode(&f) == nil && now != nil && now.Decode(&kept) == nil
+		switch {
+		case v.ShortTag() == "!!null":
+			r.fail(e, v, errors.New("has no value; leave the key out to keep the current one"))
+		case isFloat && (math.IsNaN(f) || math.IsInf(f, 0)):
+			r.fail(e, v, fmt.Errorf("must be a finite number, got %s", describe(v)))
+		case isFloat && f != kept: // yaml truncated it into a whole-number field
+			r.fail(e, v, fmt.Errorf("must be a whole number, got %s", describe(v)))
+		default:
+			rel := strings.SplitN(e.path, ".", depth+1)
+			gen := lookup(genericDefaults, rel[len(rel)-1])
+			if now != nil && gen != nil && isZero(now) && !isZero(gen) {
+				r.fail(e, v, fmt.Errorf("must not be %s: zero would silently become the generic default %s; leave the key out to keep %s",
+					show(now), show(gen), show(was)))
 			}
-			continue
 		}
-		if name == "" {
-			name = strings.ToLower(sf.Name)
-		}
-		out = append(out, field{key: name, index: []int{i}})
 	}
-	return out
 }
 
-func knownKeys(fields []field) string {
-	keys := make([]string, len(fields))
-	for i, f := range fields {
-		keys[i] = f.key
+func (r *reworder) fail(e *entry, at *yaml.Node, err error) {
+	e.reported = true
+	// Keys and values are quoted back: a URL pasted by mistake must not show
+	// its password.
+	ke := &keyError{key: redact(orRoot(e.path)), err: errors.New(redact(err.Error()))}
+	if r.lines {
+		ke.line = at.Line
 	}
-	return strings.Join(keys, ", ")
+	r.errs = append(r.errs, ke)
+}
+
+// lookup returns the node at the dotted path under the mapping n, or nil.
+func lookup(n *yaml.Node, path string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode {
+		n = n.Content[0]
+	}
+	for key := range strings.SplitSeq(path, ".") {
+		if key == "" {
+			continue
+		}
+		var next *yaml.Node
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+func keysOf(n *yaml.Node) []string {
+	var keys []string
+	for i := 0; n != nil && i+1 < len(n.Content); i += 2 {
+		keys = append(keys, n.Content[i].Value)
+	}
+	return keys
+}
+
+func isZero(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Value == "0" || n.Value == "0s" || n.Value == "false")
+}
+
+// show writes a settings value the way the file does: durations (the only
+// strings in the settings) in their largest whole unit.
+func show(n *yaml.Node) string {
+	if d, err := time.ParseDuration(n.Value); err == nil && n.ShortTag() == "!!str" {
+		return formatDuration(d)
+	}
+	return n.Value
+}
+
+// shorten is how yaml abbreviates a value in its messages.
+func shorten(v string) string {
+	if len(v) > 10 {
+		return v[:7] + "..."
+	}
+	return v
 }
 
 // resolve follows aliases (*anchor) to the node they stand for.
@@ -366,32 +390,21 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func isNull(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
-}
-
 // describe names what a node is, for "got …" in messages.
 func describe(n *yaml.Node) string {
-	switch {
+	switch n = resolve(n); {
 	case n == nil:
 		return "nothing"
 	case n.Kind == yaml.MappingNode:
 		return "a mapping"
 	case n.Kind == yaml.SequenceNode:
 		return "a list"
-	case isNull(n):
+	case n.ShortTag() == "!!null":
 		return "null"
 	case n.ShortTag() == "!!str":
 		return fmt.Sprintf("%q", n.Value)
 	}
 	return n.Value
-}
-
-func formatValue(v reflect.Value) string {
-	if v.Type() == durationType {
-		return formatDuration(time.Duration(v.Int()))
-	}
-	return fmt.Sprint(v.Interface())
 }
 
 func join2(path, key string) string {

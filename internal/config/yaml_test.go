@@ -3,11 +3,13 @@ package config_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -204,7 +206,7 @@ func TestLoadDependenciesMissingFile(t *testing.T) {
 func TestServeLoadDependenciesReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "deps.yaml")
 	writeFile(t, path, "dependencies:\n  coupon:\n    timeout: 200ms\n")
-	s, err := config.ParseServe([]string{"--config", path}, nil)
+	s, err := config.ParseServe([]string{"--config", path})
 	if err != nil {
 		t.Fatalf("ParseServe: %v", err)
 	}
@@ -499,4 +501,76 @@ func must(d config.Dependencies, name string) config.Dependency {
 		panic("no dependency " + name)
 	}
 	return dep
+}
+
+// TestConfigMapEqualsDefaults holds the Kubernetes ConfigMap to the same
+// standard as config.example.yaml: its config.yaml loads, over nothing, into
+// exactly the registry's defaults. (deploy/kubernetes checks, in its own
+// module, that it is config.example.yaml byte for byte.)
+func TestConfigMapEqualsDefaults(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/kubernetes/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	writeFile(t, path, cm.Data["config.yaml"])
+	got, err := config.LoadDependencies(path, config.Dependencies{})
+	if err != nil {
+		t.Fatalf("the ConfigMap's config.yaml: %v", err)
+	}
+	if want := config.DefaultDependencies(); !reflect.DeepEqual(got, want) {
+		t.Errorf("the ConfigMap's settings differ from the defaults:\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestNoSecretInErrors: wherever a URL with a password comes in — a flag,
+// its variable, the --config file, an admin PATCH body — the error that
+// refuses it never shows the password.
+func TestNoSecretInErrors(t *testing.T) {
+	const pw = "hunter2-Sup3rPW"
+	urls := []string{
+		"redis://u:" + pw + "@127.0.0.1:notaport/0",
+		"redis://u:" + pw + "%zz@cache:6379/0",
+		"http://u:" + pw + "/x@host:9100",
+		"redis://u:" + pw + "@cache:6379/0#frag",
+		"redis://s1:26379?master_name=m&password=" + pw + "#frag",
+		"ftp://u:" + pw + "@sim",
+	}
+	dir := t.TempDir()
+	for i, u := range urls {
+		for _, name := range []string{"redis-url", "order-url", "downstreams-url"} {
+			if _, err := config.ParseServe([]string{"--" + name, u}); err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "--"+name) {
+				t.Errorf("--%s %s: %v", name, u, err)
+			}
+			env := "ORDERAGG_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+			t.Run(env, func(t *testing.T) {
+				t.Setenv(env, u)
+				if _, err := config.ParseServe(nil); err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), env) {
+					t.Errorf("%s=%s: %v", env, u, err)
+				}
+			})
+		}
+		// The file and the PATCH body have no URL settings; a URL pasted
+		// into one by mistake is quoted back without its password.
+		path := filepath.Join(dir, fmt.Sprintf("c%d.yaml", i))
+		writeFile(t, path, "dependencies:\n  coupon:\n    timeout: "+strconv.Quote(u)+"\n")
+		if _, err := config.LoadDependencies(path, config.DefaultDependencies()); err == nil || strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "dependencies.coupon.timeout") {
+			t.Errorf("file with %s: %v", u, err)
+		}
+		writeFile(t, path, strconv.Quote(u)+": 1\n")
+		if _, err := config.LoadDependencies(path, config.DefaultDependencies()); err == nil || strings.Contains(err.Error(), pw) {
+			t.Errorf("file with key %s: %v", u, err)
+		}
+		for _, body := range []string{`{"timeout":` + strconv.Quote(u) + `}`, `{"breaker":` + strconv.Quote(u) + `}`, strconv.Quote(u), u} {
+			if _, err := config.DefaultDependencies().Patch("coupon", []byte(body), 1500*time.Millisecond); err == nil || strings.Contains(err.Error(), pw) {
+				t.Errorf("PATCH %s: %v", body, err)
+			}
+		}
+	}
 }

@@ -180,7 +180,7 @@ func startService(ctx context.Context, simURL, redisURL string, edit func(*confi
 	if redisURL != "" {
 		args = append(args, "--redis-url", redisURL)
 	}
-	cfg, err := config.ParseServe(args, nil)
+	cfg, err := config.ParseServeArgs(args)
 	if err != nil {
 		return "", nil, err
 	}

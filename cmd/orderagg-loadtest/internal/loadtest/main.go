@@ -20,8 +20,8 @@ import (
 // a bad command line (one line on stderr naming the flag), 1 when the run
 // failed: the target could not be reached, nothing answered, or ctx ended
 // before the run did (the partial figures are still printed).
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	o, err := parseOptions(args, getenv)
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		usage(stdout)
