@@ -12,7 +12,8 @@ import (
 // nothing once the dependency has been seen, so the listener adds no garbage
 // to the request path.
 func TestOnEventAllocations(t *testing.T) {
-	tel, err := Setup(context.Background(), Config{Getenv: env()})
+	clearOTelEnv(t)
+	tel, err := Setup(context.Background(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,8 @@ func TestOnEventAllocations(t *testing.T) {
 func BenchmarkOnEvent(b *testing.B) {
 	for _, exporter := range []string{"none", "test"} {
 		b.Run("traces="+exporter, func(b *testing.B) {
-			cfg := Config{Getenv: env()}
+			clearOTelEnv(b)
+			cfg := Config{}
 			if exporter == "test" {
 				cfg.SpanExporter = discardExporter{}
 			}
