@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -231,8 +232,12 @@ func noEnd(error) {}
 // cacheSpan starts the span a cache command belongs under, when it is one:
 // a last-good read in a traced request gets "attempt cache" under its
 // "fallback <dep>" span (see reqTrace.startCacheRead); a queued write re-sent
-// alone after NOSCRIPT gets a "cache write" span linked to its request.
-func (t *Telemetry) cacheSpan(ctx context.Context, _ redis.Cmder) (context.Context, func(error)) {
+// alone after NOSCRIPT gets a "cache write" span linked to its request (one
+// for the EVALSHA, one for the EVAL: the hook sees them one at a time).
+func (t *Telemetry) cacheSpan(ctx context.Context, cmd redis.Cmder) (context.Context, func(error)) {
+	if connSetup(cmd) {
+		return ctx, noEnd // a new connection's set-up, run within the first command's context
+	}
 	if dep := cache.ReadFor(ctx); dep != "" {
 		rt := reqTraceFrom(ctx)
 		if rt == nil {
@@ -250,7 +255,7 @@ func (t *Telemetry) cacheSpan(ctx context.Context, _ redis.Cmder) (context.Conte
 	if origins := cache.WriteOrigins(ctx); len(origins) > 0 {
 		ctx, sp := t.startWrite(ctx, origins)
 		return ctx, func(err error) {
-			if failed(err) {
+			if failed(err) && !noScript(err) { // see noScriptHook
 				sp.SetStatus(codes.Error, err.Error())
 			}
 			sp.End()
@@ -266,7 +271,7 @@ func (t *Telemetry) cacheSpan(ctx context.Context, _ redis.Cmder) (context.Conte
 // command has a span (and an outcome) of its own.
 func (t *Telemetry) cacheBatchSpan(ctx context.Context, cmds []redis.Cmder) (context.Context, func(error)) {
 	origins := cache.WriteOrigins(ctx)
-	if len(origins) == 0 {
+	if len(origins) == 0 || !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return !connSetup(c) }) {
 		return ctx, noEnd
 	}
 	ctx, sp := t.startWrite(ctx, origins)
