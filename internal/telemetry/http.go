@@ -99,7 +99,7 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 // (traceparent, tracestate, baggage).
 func (t *Telemetry) carriesContext(h http.Header) bool {
 	for _, f := range t.propFields {
-		if h.Get(f) != "" {
+		if len(h[f]) > 0 && h[f][0] != "" {
 			return true
 		}
 	}

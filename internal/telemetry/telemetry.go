@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/textproto"
 	"os"
 	"sync"
 	"time"
@@ -113,8 +114,9 @@ type Telemetry struct {
 	tracing bool // spans are recorded somewhere; when false, skip building them
 
 	prop propagation.TextMapPropagator
-	// propFields are the headers prop reads, listed once: the composite
-	// propagator builds a new map and slice on every Fields call.
+	// propFields are the headers prop reads, listed once and canonical: the
+	// composite propagator builds a new map and slice on every Fields call,
+	// and Header.Get allocates to canonicalise "traceparent".
 	propFields []string
 	mp         *sdkmetric.MeterProvider
 	meter      metric.Meter
@@ -156,7 +158,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		cfg:  cfg,
 		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
-	t.propFields = t.prop.Fields()
+	for _, f := range t.prop.Fields() {
+		t.propFields = append(t.propFields, textproto.CanonicalMIMEHeaderKey(f))
+	}
 	t.deps.build = newDepAttrs
 
 	// Metrics first: nothing in them can fail for reasons of configuration,
