@@ -117,3 +117,51 @@ func TestCacheSpans(t *testing.T) {
 		t.Errorf("%d cache write spans, want 3: the pipeline, and the EVALSHA and EVAL of the entry re-sent after NOSCRIPT", writes)
 	}
 }
+
+// TestRefusedCacheReadUnderFallback: a last-good read the cache's breaker
+// refused still sits under the fallback it was for, as a short-circuited
+// cache call.
+func TestRefusedCacheReadUnderFallback(t *testing.T) {
+	h := newHarness(t)
+	lis := h.tel.Listener(h.log)
+	guard := func(name string) *resilience.Guard {
+		g, err := resilience.New(name, resilience.Config{}, resilience.WithListener(lis), resilience.WithClock(instantClock{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	coupon, cacheGuard := guard("coupon"), guard("cache")
+	cacheGuard.ForceBreaker(resilience.ForceOpen)
+
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	e.GET("/v1/orders/:id", func(c echo.Context) error {
+		ctx := c.Request().Context()
+		_, err := resilience.Do(ctx, coupon, func(context.Context) (int, error) { return 0, errors.New("503") })
+		_, _ = resilience.Fallback(ctx, coupon, err, func(ctx context.Context, _ error) (int, error) {
+			_, err := resilience.Do(ctx, cacheGuard, func(context.Context) (int, error) {
+				t.Error("the cache was called through an open breaker")
+				return 0, nil
+			})
+			h.tel.Observer().CacheLookup(ctx, "coupon", "error")
+			return 0, err
+		})
+		return c.NoContent(http.StatusOK)
+	})
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
+
+	got := treeLines(h.spans.GetSpans())
+	want := []string{
+		"GET /v1/orders/{id}",
+		"GET /v1/orders/{id} > dependency coupon event=failure ERROR",
+		"GET /v1/orders/{id} > dependency coupon > attempt coupon event=failure attempt=1 ERROR",
+		"GET /v1/orders/{id} > dependency coupon > attempt coupon event=failure attempt=2 ERROR", // the default retry
+		"GET /v1/orders/{id} > fallback coupon event=fallback_failure ERROR",
+		"GET /v1/orders/{id} > fallback coupon > dependency cache event=short_circuited ERROR",
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("trace tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

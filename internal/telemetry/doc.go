@@ -70,10 +70,11 @@
 // span there, the listener ends each span with its outcome, and the
 // middleware ends whatever is left when the request ends. Outside a traced
 // request the listener records its spans after the fact, with the event's
-// start and duration, under the span in the event's context. Only a refused
-// last-good read (the cache's breaker open) is a child of the server span
-// rather than of its fallback: the cache guard's events do not say whose
-// fallback they serve.
+// start and duration, under the span in the event's context. The cache
+// guard's events do not say whose fallback they serve: a read that ran is
+// placed by the Redis hook (cache.ReadFor names the dependency), and a read
+// the guard refused waits for the lookup that follows on the same fallback
+// context (Observer.CacheLookup names it).
 //
 // # Cost
 //

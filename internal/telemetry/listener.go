@@ -100,7 +100,7 @@ func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
 		}
 	}
 	if l.t.tracing {
-		if rt := reqTraceFrom(ctx); rt == nil || !rt.onEvent(d, name, e) {
+		if rt := reqTraceFrom(ctx); rt == nil || !rt.onEvent(ctx, d, name, e) {
 			l.span(ctx, d, name, e)
 		}
 	}
@@ -237,7 +237,7 @@ func (o observer) CacheLookup(ctx context.Context, dep, outcome string) {
 		o.t.inst.events.Add(ctx, 1, d.miss(outcome).add...)
 	}
 	if o.t.tracing {
-		if rt := reqTraceFrom(ctx); rt == nil || !rt.cacheOutcome(dep, outcome) {
+		if rt := reqTraceFrom(ctx); rt == nil || !rt.cacheOutcome(ctx, dep, outcome) {
 			trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(d.spanDep, attrSpanOutcome.String(outcome)))
 		}
 	}

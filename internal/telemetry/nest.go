@@ -30,6 +30,10 @@ type reqTrace struct {
 
 	mu    sync.Mutex
 	spans map[string]*liveSpan // by span key: "dependency order", "fallback order", "cache order"
+	// refused holds the cache guard's refusals until the lookup they belong
+	// to names its dependency (Observer.CacheLookup), by the Done channel of
+	// the fallback's context, which the refusal and the lookup share.
+	refused map[<-chan struct{}]resilience.Event
 }
 
 // liveSpan is a span kept open until its outcome is known.
@@ -119,15 +123,26 @@ func (rt *reqTrace) startCacheRead(ctx context.Context, dep string) (context.Con
 
 // onEvent files a guard's event. It reports false for the events it does
 // not place (the cache guard's, whose fallback it cannot tell).
-func (rt *reqTrace) onEvent(d *depAttrs, name string, e resilience.Event) bool {
+func (rt *reqTrace) onEvent(ctx context.Context, d *depAttrs, name string, e resilience.Event) bool {
 	end := e.Start.Add(e.Duration)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if d.name == cacheDependency {
 		// The read's own span is made by the Redis hook under its
-		// fallback; a refused read (open breaker, full bulkhead) is
-		// placed by the caller under the server span.
-		return e.Attempt > 0
+		// fallback. A refused read (open breaker, full bulkhead) waits for
+		// its lookup to say whose fallback it is.
+		if e.Attempt > 0 {
+			return true
+		}
+		done := ctx.Done()
+		if done == nil {
+			return false // the caller places it under the server span
+		}
+		if rt.refused == nil {
+			rt.refused = make(map[<-chan struct{}]resilience.Event, 1)
+		}
+		rt.refused[done] = e
+		return true
 	}
 	if e.Fallback {
 		if call, ok := rt.spans[d.spanName]; ok {
@@ -198,10 +213,24 @@ func absDur(d time.Duration) time.Duration {
 	return d
 }
 
-// cacheOutcome labels dep's cache call with what the lookup found.
-func (rt *reqTrace) cacheOutcome(dep, outcome string) bool {
+// cacheOutcome labels dep's cache call with what the lookup found; a read
+// the cache guard refused gets its span under dep's fallback here.
+func (rt *reqTrace) cacheOutcome(ctx context.Context, dep, outcome string) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if e, ok := rt.refused[ctx.Done()]; ok {
+		delete(rt.refused, ctx.Done())
+		d, c := rt.t.deps.get(dep), rt.t.deps.get(cacheDependency)
+		fb := rt.open(d.fallbackName, d.fallbackName, nil, d, e.Start)
+		call := rt.open(cacheKey(dep), c.spanName, fb, c, e.Start)
+		if e.Err != nil {
+			call.span.RecordError(e.Err, trace.WithTimestamp(e.Start))
+		}
+		call.span.SetAttributes(attrSpanOutcome.String(outcome))
+		call.event, call.failed, call.end = e.Name(), spanIsError(e), e.Start
+		rt.finish(call, time.Time{})
+		return true
+	}
 	c, ok := rt.spans[cacheKey(dep)]
 	if !ok || c.done {
 		return false
@@ -250,5 +279,14 @@ func (rt *reqTrace) end() {
 	now := time.Now()
 	for _, s := range rt.spans {
 		rt.finish(s, now)
+	}
+	c := rt.t.deps.get(cacheDependency)
+	for _, e := range rt.refused { // no lookup followed: no fallback to put them under
+		_, sp := rt.t.tracer.Start(rt.ctx, c.spanName, trace.WithTimestamp(e.Start),
+			trace.WithAttributes(c.spanDep, attrSpanEvent.String(e.Name())))
+		if spanIsError(e) {
+			sp.SetStatus(codes.Error, e.Name())
+		}
+		sp.End(trace.WithTimestamp(e.Start))
 	}
 }
