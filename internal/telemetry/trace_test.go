@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel"
@@ -402,5 +403,74 @@ func TestPropagatorIsGlobalW3C(t *testing.T) {
 	otel.GetTextMapPropagator().Inject(ctx, out)
 	if out["baggage"] != "tenant=acme" || out["traceparent"] != traceparent {
 		t.Errorf("injected %v", out)
+	}
+}
+
+// TestHedgedAttemptsNest: a hedged call's two concurrent attempts each get
+// their own attempt span, each holding its own HTTP client span, under one
+// dependency span.
+func TestHedgedAttemptsNest(t *testing.T) {
+	h := newHarness(t)
+	// The downstream holds the first request until the hedge arrives, so
+	// both attempts are in flight together whatever the scheduling.
+	arrived := make(chan struct{}, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		if len(arrived) < 2 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second): // a bound, not a wait: the hedge normally comes at once
+			}
+		}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	c := client(t, h.tel, "inventory")
+	g, err := resilience.New("inventory", resilience.Config{Hedge: resilience.HedgeConfig{Enabled: true}},
+		resilience.WithListener(h.tel.Listener(h.log)), resilience.WithClock(instantClock{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	e.GET("/v1/orders/:id", func(ec echo.Context) error {
+		_, err := resilience.Do(ec.Request().Context(), g, func(ctx context.Context) (int, error) {
+			return 0, get(ctx, c, srv.URL)
+		})
+		return err
+	})
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
+	if rec.Code != http.StatusOK || len(arrived) != 2 {
+		t.Fatalf("status %d, %d requests reached the downstream; want 200 and a hedge", rec.Code, len(arrived))
+	}
+
+	var attempts, clients int
+	hedges := map[bool]bool{}
+	spans := h.spans.GetSpans()
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, s := range spans {
+		byID[s.SpanContext.SpanID()] = s
+	}
+	for _, s := range spans {
+		parent := byID[s.Parent.SpanID()]
+		switch s.Name {
+		case "attempt inventory":
+			attempts++
+			hedges[attrs(s)["orderagg.hedge"].AsBool()] = true
+			if parent.Name != "dependency inventory" {
+				t.Errorf("attempt span under %q", parent.Name)
+			}
+		case "inventory GET":
+			clients++
+			if parent.Name != "attempt inventory" {
+				t.Errorf("HTTP client span under %q", parent.Name)
+			}
+		}
+	}
+	if attempts != 2 || clients != 2 || !hedges[true] || !hedges[false] {
+		t.Errorf("%d attempt spans (hedge flags %v), %d client spans; want a primary and a hedge, each with its client span:\n%s",
+			attempts, hedges, clients, strings.Join(treeLines(spans), "\n"))
 	}
 }
