@@ -34,6 +34,10 @@ type reqTrace struct {
 	// to names its dependency (Observer.CacheLookup), by the Done channel of
 	// the fallback's context, which the refusal and the lookup share.
 	refused map[<-chan struct{}]resilience.Event
+	// ended: the request has ended, and with it the table. Work that
+	// outlives it (nothing in orderagg should) is traced as if outside a
+	// request rather than left in spans nobody would end.
+	ended bool
 }
 
 // liveSpan is a span kept open until its outcome is known.
@@ -99,6 +103,10 @@ func (rt *reqTrace) startAttempt(ctx context.Context, dep string) context.Contex
 	d := rt.t.deps.get(dep)
 	now := time.Now()
 	rt.mu.Lock()
+	if rt.ended {
+		rt.mu.Unlock()
+		return ctx
+	}
 	call := rt.open(d.spanName, d.spanName, nil, d, time.Time{})
 	_, sp := rt.t.tracer.Start(call.ctx, "attempt "+dep,
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(now), trace.WithAttributes(d.spanDep))
@@ -108,11 +116,16 @@ func (rt *reqTrace) startAttempt(ctx context.Context, dep string) context.Contex
 }
 
 // startCacheRead opens the fallback span of dep and the cache call under it
-// if need be, and starts the read's attempt span there.
+// if need be, and starts the read's attempt span there; a nil span when
+// the request has ended.
 func (rt *reqTrace) startCacheRead(ctx context.Context, dep string) (context.Context, trace.Span) {
 	d := rt.t.deps.get(dep)
 	c := rt.t.deps.get(cacheDependency)
 	rt.mu.Lock()
+	if rt.ended {
+		rt.mu.Unlock()
+		return ctx, nil
+	}
 	fb := rt.open(d.fallbackName, d.fallbackName, nil, d, time.Time{})
 	call := rt.open(cacheKey(dep), c.spanName, fb, c, time.Time{})
 	_, sp := rt.t.tracer.Start(call.ctx, "attempt "+cacheDependency,
@@ -127,6 +140,9 @@ func (rt *reqTrace) onEvent(ctx context.Context, d *depAttrs, name string, e res
 	end := e.Start.Add(e.Duration)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.ended {
+		return false
+	}
 	if d.name == cacheDependency {
 		// The read's own span is made by the Redis hook under its
 		// fallback. A refused read (open breaker, full bulkhead) waits for
@@ -218,6 +234,9 @@ func absDur(d time.Duration) time.Duration {
 func (rt *reqTrace) cacheOutcome(ctx context.Context, dep, outcome string) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.ended {
+		return false
+	}
 	if e, ok := rt.refused[ctx.Done()]; ok {
 		delete(rt.refused, ctx.Done())
 		d, c := rt.t.deps.get(dep), rt.t.deps.get(cacheDependency)
@@ -276,6 +295,7 @@ func (rt *reqTrace) finish(s *liveSpan, now time.Time) {
 func (rt *reqTrace) end() {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	rt.ended = true
 	now := time.Now()
 	for _, s := range rt.spans {
 		rt.finish(s, now)

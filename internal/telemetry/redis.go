@@ -244,6 +244,9 @@ func (t *Telemetry) cacheSpan(ctx context.Context, cmd redis.Cmder) (context.Con
 			return ctx, noEnd
 		}
 		ctx, sp := rt.startCacheRead(ctx, dep)
+		if sp == nil {
+			return ctx, noEnd
+		}
 		return ctx, func(err error) {
 			if failed(err) {
 				sp.RecordError(err)

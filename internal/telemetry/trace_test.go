@@ -474,3 +474,25 @@ func TestHedgedAttemptsNest(t *testing.T) {
 			attempts, hedges, clients, strings.Join(treeLines(spans), "\n"))
 	}
 }
+
+// TestEventAfterRequestEnded: an event whose context outlived its request
+// is still recorded (after the fact, under the server span), not left in a
+// span nobody ends.
+func TestEventAfterRequestEnded(t *testing.T) {
+	h := newHarness(t)
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	var reqCtx context.Context
+	e.GET("/v1/orders/:id", func(c echo.Context) error {
+		reqCtx = c.Request().Context()
+		return c.NoContent(http.StatusOK)
+	})
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
+	h.tel.Listener(h.log).OnEvent(reqCtx, resilience.Event{Dependency: "coupon", Kind: resilience.KindSuccess, Attempt: 1, Start: time.Now()})
+	if got, want := treeLines(h.spans.GetSpans()), []string{
+		"GET /v1/orders/{id}",
+		"GET /v1/orders/{id} > dependency coupon event=success attempt=1",
+	}; !slices.Equal(got, want) {
+		t.Errorf("spans %q, want %q", got, want)
+	}
+}
