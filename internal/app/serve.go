@@ -96,10 +96,10 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	defer closers.closeAll(logger, cfg.ShutdownTimeout)
 
 	// Telemetry first, so it is flushed last, after the servers drained.
+	// Telemetry reads the OTEL_* variables from the process environment
+	// (contract §3), as the OpenTelemetry exporters themselves do.
 	tel, err := telemetry.Setup(ctx, telemetry.Config{
 		ServiceVersion: env.Version,
-		Stdout:         env.Stdout,
-		Getenv:         env.Getenv,
 		Logger:         logger,
 	})
 	if err != nil {

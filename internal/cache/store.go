@@ -60,6 +60,10 @@ var _ orderdetail.LastGood = (*Store)(nil)
 // writeReq is one queued Put. The key is built by the writer, not by Put, so
 // that Put allocates nothing.
 type writeReq struct {
+	// origin is the context of the request whose answer this is, or nil;
+	// only its values are used (the trace it belongs to), never its
+	// cancellation: the write outlives the request on purpose.
+	origin       context.Context
 	dep, orderID string
 	asOfUS       int64
 	payload      []byte
@@ -178,7 +182,7 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 		s.record(EventReadError, dep)
 		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %s: %w", k, err)
 	}
-	vals, err := s.client.HMGet(ctx, k, fieldVersion, fieldAsOf, fieldPayload).Result()
+	vals, err := s.client.HMGet(withRead(ctx, dep), k, fieldVersion, fieldAsOf, fieldPayload).Result()
 	if err != nil {
 		if isWrongType(err) {
 			s.record(EventCorrupt, dep)
@@ -203,6 +207,21 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 	}
 	s.record(EventHit, dep)
 	return e, nil
+}
+
+type readKey struct{}
+
+// withRead marks a command's context as the last-good read for dep, so that
+// client hooks (tracing) can tell which fallback the read serves.
+func withRead(ctx context.Context, dep string) context.Context {
+	return context.WithValue(ctx, readKey{}, dep)
+}
+
+// ReadFor reports the dependency whose last-good answer the command with
+// this context reads, or "" for any other command. It is for go-redis hooks.
+func ReadFor(ctx context.Context) string {
+	dep, _ := ctx.Value(readKey{}).(string)
+	return dep
 }
 
 // contextErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
@@ -232,10 +251,22 @@ func isWrongType(err error) bool {
 // with a zero AsOf, an empty Payload or a ttl <= 0 cannot be served and is
 // ignored. Whether it is stored is decided in Redis: newest as_of wins.
 func (s *Store) Put(dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
+	s.put(nil, dep, orderID, e, ttl)
+}
+
+// PutContext is Put for a caller that has the request's context: the
+// batched write that stores the entry is then linked to the request's
+// trace (see WriteOrigins). ctx's cancellation has no effect on the write.
+func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
+	s.put(ctx, dep, orderID, e, ttl)
+}
+
+func (s *Store) put(origin context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
 	if ttl <= 0 || e.AsOf.IsZero() || len(e.Payload) == 0 {
 		return
 	}
 	req := writeReq{
+		origin:  origin,
 		dep:     dep,
 		orderID: orderID,
 		asOfUS:  e.AsOf.UnixMicro(),

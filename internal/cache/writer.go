@@ -85,7 +85,7 @@ func (s *Store) writeGroup(ctx context.Context, batch []writeReq) {
 	keys := make([][]string, len(batch))
 	cmds := make([]*redis.Cmd, len(batch))
 	// Errors are read per command below; the pipeline's own error is the first of them.
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = s.client.Pipelined(withOrigins(ctx, batch), func(p redis.Pipeliner) error {
 		for i, req := range batch {
 			keys[i] = []string{key(s.cfg.KeyPrefix, req.dep, req.orderID)}
 			cmds[i] = putScript.EvalSha(ctx, p, keys[i], valueVersionArg, req.asOfUS, req.payload, req.ttlMS, limit)
@@ -97,10 +97,35 @@ func (s *Store) writeGroup(ctx context.Context, batch []writeReq) {
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// A restarted (or new cluster) node has forgotten the script:
 			// Run sends it in full and it is cached again from then on.
-			stored, err = putScript.Run(ctx, s.client, keys[i], valueVersionArg, req.asOfUS, req.payload, req.ttlMS, limit).Int()
+			stored, err = putScript.Run(withOrigins(ctx, batch[i:i+1]), s.client, keys[i], valueVersionArg, req.asOfUS, req.payload, req.ttlMS, limit).Int()
 		}
 		s.settle(req, keys[i][0], stored, err)
 	}
+}
+
+type originsKey struct{}
+
+// withOrigins hands the requests that produced batch to the client hooks
+// of its round trip, so a trace can link the write to them.
+func withOrigins(ctx context.Context, batch []writeReq) context.Context {
+	var origins []context.Context
+	for _, req := range batch {
+		if req.origin != nil {
+			origins = append(origins, req.origin)
+		}
+	}
+	if origins == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, originsKey{}, origins)
+}
+
+// WriteOrigins reports the contexts of the requests whose answers a write
+// command (or pipeline) with this context stores; none for other commands.
+// It is for go-redis hooks.
+func WriteOrigins(ctx context.Context) []context.Context {
+	o, _ := ctx.Value(originsKey{}).([]context.Context)
+	return o
 }
 
 // settle counts one entry's outcome. Done after the outcome is counted, so

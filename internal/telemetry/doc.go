@@ -17,7 +17,7 @@
 //	agg := orderdetail.New(orderdetail.Config{…, Observer: tel.Observer()})
 //	downstream.Config{WrapTransport: tel.WrapTransport}
 //	tel.InstrumentRedis(store.Client())
-//	tel.ObserveGuards(allGuards)         // the cache's guard included
+//	tel.ObserveGuards(allGuards)         // the cache's guard included; starts every series at 0
 //	tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) })
 //	e.Use(tel.Middleware())              // first
 //	e.GET("/metrics", echo.WrapHandler(tel.MetricsHandler()))
@@ -29,31 +29,59 @@
 //
 // # Configuration
 //
-// Setup reads the standard variables (contract §3): OTEL_TRACES_EXPORTER
-// (otlp, console or none; default none unless OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set), OTEL_SERVICE_NAME (default
-// orderagg) and OTEL_RESOURCE_ATTRIBUTES. OTLP goes over HTTP/protobuf; the
-// exporter itself reads the other OTEL_EXPORTER_OTLP_* variables, and the
-// SDK reads OTEL_TRACES_SAMPLER (default: follow the caller's sampling
-// decision, sample new traces) and OTEL_BSP_*. A value Setup cannot honour
-// is an error, so a typo stops the process at start-up instead of silently
-// switching tracing off.
+// Setup reads the standard variables (contract §3) from the process
+// environment through the OpenTelemetry libraries themselves: contrib's
+// autoexport picks the span exporter from OTEL_TRACES_EXPORTER (otlp, console
+// or none) and OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc), and
+// resource.WithFromEnv reads OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME.
+// Setup adds only the contract's default — none unless
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set,
+// where autoexport would default to otlp — and service.name orderagg. The
+// exporter reads the other OTEL_EXPORTER_OTLP_* variables, and the SDK
+// OTEL_TRACES_SAMPLER (default: follow the caller's sampling decision, sample
+// new traces) and OTEL_BSP_*. A value Setup cannot honour is an error, so a
+// typo stops the process at start-up instead of silently switching tracing
+// off.
 //
-// # Why spans are made after the fact
+// # The shape of a request's trace
 //
-// A guard reports an attempt to its Listener once the attempt is over, with
-// its start and duration; the listener then records the span with those
-// timestamps. That keeps the resilience package free of OpenTelemetry and
-// costs nothing when traces are off, at one price: the HTTP client span of an
-// attempt (from WrapTransport) is a sibling of the "dependency <dep>" span
-// under the request's span, not its child. Both carry orderagg.dependency, and
-// their times line up.
+//	GET /v1/orders/{id}                      server span
+//	├── dependency inventory                 one per guarded call: its last event
+//	│   ├── attempt inventory                one per attempt: event, attempt, hedge, probe
+//	│   │   └── inventory GET                HTTP client span (otelhttp)
+//	│   └── attempt inventory                a retry
+//	│       └── inventory GET
+//	└── fallback inventory                   after the call failed
+//	    └── dependency cache                 the last-good read's guarded call
+//	        └── attempt cache
+//	            └── hmget                    Redis client span (redisotel)
+//	cache write                              a root of its own, linked to each
+//	└── redis.pipeline evalsha               request whose answer it stores
+//
+// The link needs the request's context at the store: cache.Store.PutContext
+// keeps it with the queued entry; an entry handed over with Put has none.
+//
+// A guard reports an attempt to its Listener only once the attempt is over,
+// which keeps the resilience package free of OpenTelemetry; but an attempt's
+// HTTP or Redis span is made while it runs and needs its parent then. So the
+// middleware gives each traced request a small table (nest.go): the first
+// to see a call — the transport of WrapTransport, the Redis hook of
+// InstrumentRedis, or the listener for a call that was refused — starts its
+// span there, the listener ends each span with its outcome, and the
+// middleware ends whatever is left when the request ends. Outside a traced
+// request the listener records its spans after the fact, with the event's
+// start and duration, under the span in the event's context. The cache
+// guard's events do not say whose fallback they serve: a read that ran is
+// placed by the Redis hook (cache.ReadFor names the dependency), and a read
+// the guard refused waits for the lookup that follows on the same fallback
+// context (Observer.CacheLookup names it).
 //
 // # Cost
 //
-// With traces off the tracer provider is a no-op and the listener skips span
-// work altogether; each event costs a counter add on a precomputed attribute
-// set (no allocation on the common path). Gauges are read at scrape time from
+// With traces off the tracer provider is a no-op, the middleware only passes
+// a caller's trace context on, and the listener skips span work altogether;
+// each event costs a counter add on a precomputed attribute set (no
+// allocation on the common path). Gauges are read at scrape time from
 // the guards' snapshots, so they cost nothing between scrapes.
 //
 // # Logs

@@ -92,7 +92,6 @@ func newHarness(t *testing.T) *harness {
 	h.log = slog.New(LogHandler(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	tel, err := Setup(context.Background(), Config{
 		ServiceVersion: "test",
-		Getenv:         func(string) string { return "" },
 		Logger:         h.log,
 		Now:            h.clock.Now,
 		SpanExporter:   h.spans,

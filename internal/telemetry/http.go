@@ -73,6 +73,8 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 			ctx, span := t.tracer.Start(ctx, name,
 				trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 			defer span.End()
+			ctx, rt := t.newReqTrace(ctx)
+			defer rt.end() // before the server span ends: children first
 			c.SetRequest(req.WithContext(ctx))
 
 			if err := next(c); err != nil {
@@ -97,7 +99,7 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 // (traceparent, tracestate, baggage).
 func (t *Telemetry) carriesContext(h http.Header) bool {
 	for _, f := range t.propFields {
-		if h.Get(f) != "" {
+		if len(h[f]) > 0 && h[f][0] != "" {
 			return true
 		}
 	}
@@ -120,9 +122,11 @@ func routeTemplate(p string) string {
 }
 
 // WrapTransport fits downstream.Config.WrapTransport: every physical attempt
-// to dep becomes a client span ("<dep> GET"), child of the span in the
-// request's context, and carries W3C traceparent and baggage headers so the
-// downstream can join the trace. With traces off the caller's own trace
+// to dep becomes a client span ("<dep> GET") and carries W3C traceparent and
+// baggage headers so the downstream can join the trace. Within a traced
+// request the client span sits under an "attempt <dep>" span, itself under
+// the call's "dependency <dep>" span (see reqTrace); elsewhere it is a child
+// of the span in the request's context. With traces off the caller's own trace
 // context, if it sent one, is still passed on. otelhttp's own HTTP metrics
 // are turned off: orderagg_dependency_attempt_duration_seconds already
 // measures each attempt, by outcome.
@@ -132,13 +136,27 @@ func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.Round
 		// wrap every body (~30 µs a call here) only to drop them.
 		return propagateOnly{next: next, prop: t.prop}
 	}
-	return otelhttp.NewTransport(next,
+	return attemptTransport{dep: dep, next: otelhttp.NewTransport(next,
 		otelhttp.WithTracerProvider(t.tp),
 		otelhttp.WithPropagators(t.prop),
 		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return dep + " " + r.Method }),
 		otelhttp.WithSpanOptions(trace.WithAttributes(attrSpanDependency.String(dep))),
-	)
+	)}
+}
+
+// attemptTransport starts the attempt span around each round trip of a
+// traced request.
+type attemptTransport struct {
+	dep  string
+	next http.RoundTripper
+}
+
+func (a attemptTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if rt := reqTraceFrom(r.Context()); rt != nil {
+		r = r.WithContext(rt.startAttempt(r.Context(), a.dep))
+	}
+	return a.next.RoundTrip(r)
 }
 
 // propagateOnly passes a caller's trace context on to the downstream when

@@ -25,6 +25,7 @@ const (
 	attrSpanOutcome    = attribute.Key("orderagg.cache.outcome")
 	attrSpanDegraded   = attribute.Key("orderagg.degraded")
 	attrSpanRequestID  = attribute.Key("orderagg.request_id")
+	attrSpanEntries    = attribute.Key("orderagg.cache.entries")
 )
 
 // Listener returns the resilience.Listener to give every guard (one is
@@ -99,7 +100,9 @@ func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
 		}
 	}
 	if l.t.tracing {
-		l.span(ctx, d, name, e)
+		if rt := reqTraceFrom(ctx); rt == nil || !rt.onEvent(ctx, d, name, e) {
+			l.span(ctx, d, name, e)
+		}
 	}
 	switch {
 	case e.Fallback:
@@ -234,7 +237,9 @@ func (o observer) CacheLookup(ctx context.Context, dep, outcome string) {
 		o.t.inst.events.Add(ctx, 1, d.miss(outcome).add...)
 	}
 	if o.t.tracing {
-		trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(d.spanDep, attrSpanOutcome.String(outcome)))
+		if rt := reqTraceFrom(ctx); rt == nil || !rt.cacheOutcome(ctx, dep, outcome) {
+			trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(d.spanDep, attrSpanOutcome.String(outcome)))
+		}
 	}
 }
 

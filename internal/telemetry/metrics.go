@@ -313,6 +313,11 @@ func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
 	for i, g := range guards {
 		attrs[i] = metric.WithAttributeSet(attribute.NewSet(attribute.String(attrDependency, g.Name())))
 	}
+	names := make([]string, len(guards))
+	for i, g := range guards {
+		names[i] = g.Name()
+	}
+	t.zeroSeries(names)
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for i, g := range guards {
 			s := g.Snapshot(0)
@@ -330,6 +335,37 @@ func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
 	}
 	return nil
 }
+
+// zeroSeries adds 0 to every counter series a dependency can have, so that
+// each exists from start-up: increase() and rate() see the first breaker
+// trip or fallback as a rise from 0, not as a series that appears already
+// at 1 (which they read as no change).
+func (t *Telemetry) zeroSeries(deps []string) {
+	ctx := context.Background()
+	in := &t.inst
+	for _, dep := range deps {
+		d := t.deps.get(dep)
+		for _, o := range d.events {
+			in.events.Add(ctx, 0, o.add...)
+		}
+		for _, o := range d.misses {
+			in.events.Add(ctx, 0, o.add...)
+		}
+		in.calls.Add(ctx, 0, d.dep.add...)
+		in.retries.Add(ctx, 0, d.dep.add...)
+		in.hedges.Add(ctx, 0, d.dep.add...)
+		for from := range resilience.State(numStates) {
+			for to := range resilience.State(numStates) {
+				if from != to {
+					in.transitions.Add(ctx, 0, transitionAttrs(resilience.StateChange{Dependency: dep, From: from, To: to}))
+				}
+			}
+		}
+	}
+}
+
+// numStates counts the breaker states (closed … forced closed).
+const numStates = 5
 
 // CacheStats are the last-good store's counters since it opened. The fields
 // match internal/cache.Stats one for one, so main can convert with

@@ -298,3 +298,57 @@ func TestRuntimeMetrics(t *testing.T) {
 		t.Error("no target_info: the resource (service.name) is not exported")
 	}
 }
+
+// TestSeriesExistFromStart: before any traffic, every counter series the
+// runbook's queries read exists with value 0 for every dependency, so the
+// first breaker trip or fallback is an increase from 0.
+func TestSeriesExistFromStart(t *testing.T) {
+	h := newHarness(t)
+	deps := []string{"order", "inventory", "coupon", "logistics", "cache"}
+	var guards []*resilience.Guard
+	for _, name := range deps {
+		g, err := resilience.New(name, resilience.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		guards = append(guards, g)
+	}
+	if err := h.tel.ObserveGuards(guards); err != nil {
+		t.Fatal(err)
+	}
+	fams := scrape(t, h.tel)
+	zero := func(name string, labels map[string]string) {
+		t.Helper()
+		if v, ok := sample(fams, name, labels); !ok || v != 0 {
+			t.Errorf("%s%v = %v (present %v), want 0 from start-up", name, labels, v, ok)
+		}
+	}
+	zero("orderagg_admission_rejected_total", nil)
+	for _, dep := range deps {
+		for _, ev := range eventNames() {
+			if ev == EventCacheMiss {
+				for _, reason := range knownMissReasons {
+					zero("orderagg_dependency_events_total", map[string]string{"dependency": dep, "event": ev, "reason": reason})
+				}
+				continue
+			}
+			zero("orderagg_dependency_events_total", map[string]string{"dependency": dep, "event": ev})
+		}
+		for _, name := range []string{"orderagg_dependency_calls_total", "orderagg_dependency_retries_total", "orderagg_dependency_hedges_total"} {
+			zero(name, map[string]string{"dependency": dep})
+		}
+		for _, tr := range [][2]resilience.State{
+			{resilience.StateClosed, resilience.StateOpen},
+			{resilience.StateOpen, resilience.StateHalfOpen},
+			{resilience.StateHalfOpen, resilience.StateClosed},
+			{resilience.StateHalfOpen, resilience.StateOpen},
+			{resilience.StateClosed, resilience.StateForcedOpen},
+			{resilience.StateForcedClosed, resilience.StateClosed},
+		} {
+			zero("orderagg_breaker_transitions_total", map[string]string{"dependency": dep, "from": tr[0].String(), "to": tr[1].String()})
+		}
+	}
+	if resilience.State(numStates).String() != "UNKNOWN" || resilience.State(numStates-1).String() == "UNKNOWN" {
+		t.Errorf("numStates = %d does not match resilience's states", numStates)
+	}
+}

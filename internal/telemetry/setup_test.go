@@ -6,19 +6,43 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
-func env(kv ...string) func(string) string {
-	m := map[string]string{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
+// otelEnv lists the variables Setup, autoexport, the exporters and the
+// resource detector read, so a test starts from none of them set whatever
+// the process environment holds.
+var otelEnv = []string{
+	"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_INSECURE",
+	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_TRACES_SAMPLER",
+}
+
+func clearOTelEnv(t testing.TB) {
+	t.Helper()
+	for _, k := range otelEnv {
+		t.Setenv(k, "")
 	}
-	return func(k string) string { return m[k] }
+}
+
+func setEnv(t testing.TB, kv ...string) {
+	t.Helper()
+	clearOTelEnv(t)
+	for i := 0; i+1 < len(kv); i += 2 {
+		t.Setenv(kv[i], kv[i+1])
+	}
 }
 
 func TestSetupRejectsWhatItCannotHonour(t *testing.T) {
@@ -28,13 +52,13 @@ func TestSetupRejectsWhatItCannotHonour(t *testing.T) {
 		want string
 	}{
 		{"unknown exporter", []string{"OTEL_TRACES_EXPORTER", "jaeger"}, "OTEL_TRACES_EXPORTER"},
-		{"grpc protocol", []string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
-		{"grpc traces protocol", []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
+		{"unknown protocol", []string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"}, "OTEL_EXPORTER_OTLP_PROTOCOL=\"http/json\""},
+		{"unknown traces protocol", []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "thrift"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\"thrift\""},
 		{"resource attribute without value", []string{"OTEL_RESOURCE_ATTRIBUTES", "team=orders,oops"}, "OTEL_RESOURCE_ATTRIBUTES"},
-		{"resource attribute badly escaped", []string{"OTEL_RESOURCE_ATTRIBUTES", "team=%zz"}, "OTEL_RESOURCE_ATTRIBUTES"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tel, err := Setup(context.Background(), Config{Getenv: env(c.env...)})
+			setEnv(t, c.env...)
+			tel, err := Setup(context.Background(), Config{})
 			if err == nil {
 				_ = tel.Shutdown(context.Background())
 				t.Fatal("Setup succeeded")
@@ -55,49 +79,64 @@ func TestExporterChoice(t *testing.T) {
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1"}, ExporterOTLP},
 		{[]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/v1/traces"}, ExporterOTLP},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1", "OTEL_TRACES_EXPORTER", "none"}, ExporterNone},
-		{[]string{"OTEL_TRACES_EXPORTER", " Console "}, ExporterConsole},
+		{[]string{"OTEL_TRACES_EXPORTER", "console"}, ExporterConsole},
 		{[]string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}, ExporterOTLP},
+		{[]string{"OTEL_TRACES_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, ExporterOTLP},
 	} {
-		tel, err := Setup(context.Background(), Config{Getenv: env(c.env...), Stdout: io.Discard})
-		if err != nil {
-			t.Fatalf("%v: %v", c.env, err)
-		}
-		if got := tel.Exporter(); got != c.want {
-			t.Errorf("%v: exporter %q, want %q", c.env, got, c.want)
-		}
-		if got := tel.tracing; got != (c.want != ExporterNone) {
-			t.Errorf("%v: tracing %v", c.env, got)
-		}
-		if err := tel.Shutdown(context.Background()); err != nil {
-			t.Errorf("%v: Shutdown: %v", c.env, err)
-		}
+		t.Run(strings.Join(c.env, " "), func(t *testing.T) {
+			setEnv(t, c.env...)
+			tel, err := Setup(context.Background(), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tel.Exporter(); got != c.want {
+				t.Errorf("exporter %q, want %q", got, c.want)
+			}
+			if got := tel.tracing; got != (c.want != ExporterNone) {
+				t.Errorf("tracing %v", got)
+			}
+			if err := tel.Shutdown(context.Background()); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
 	}
 }
+
+// consoleChild marks the run of this test binary that TestConsoleExporter
+// starts: autoexport's console exporter writes to the process's own standard
+// output, so the test reads a child's.
+const consoleChild = "ORDERAGG_TELEMETRY_CONSOLE_CHILD"
 
 // TestConsoleExporter: finished spans reach standard output as JSON objects
 // carrying the resource from the environment, and Shutdown flushes them.
 func TestConsoleExporter(t *testing.T) {
-	var out lockedBuffer
-	tel, err := Setup(context.Background(), Config{
-		ServiceVersion: "1.2.3",
-		Stdout:         &out,
-		Getenv: env("OTEL_TRACES_EXPORTER", "console",
-			"OTEL_SERVICE_NAME", "orderagg-canary",
-			"OTEL_RESOURCE_ATTRIBUTES", "service.name=ignored,deployment.environment=staging%20eu"),
-	})
-	if err != nil {
-		t.Fatal(err)
+	if os.Getenv(consoleChild) == "1" {
+		tel, err := Setup(context.Background(), Config{ServiceVersion: "1.2.3"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, sp := tel.TracerProvider().Tracer("test").Start(context.Background(), "console-span")
+		sp.End()
+		if err := tel.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := tel.Shutdown(context.Background()); err != nil {
+			t.Errorf("second Shutdown: %v", err)
+		}
+		return
 	}
-	_, sp := tel.TracerProvider().Tracer("test").Start(context.Background(), "console-span")
-	sp.End()
-	if err := tel.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := tel.Shutdown(context.Background()); err != nil {
-		t.Errorf("second Shutdown: %v", err)
+	setEnv(t, consoleChild, "1",
+		"OTEL_TRACES_EXPORTER", "console",
+		"OTEL_SERVICE_NAME", "orderagg-canary",
+		"OTEL_RESOURCE_ATTRIBUTES", "service.name=ignored,deployment.environment=staging%20eu")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConsoleExporter$", "-test.count=1")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\n%s\n%s", err, out.String(), errOut.String())
 	}
 
-	dec := json.NewDecoder(strings.NewReader(out.String()))
+	// The child's stdout also has the test runner's own lines: find the span.
 	var span struct {
 		Name     string
 		Resource []struct {
@@ -105,11 +144,18 @@ func TestConsoleExporter(t *testing.T) {
 			Value struct{ Value any }
 		}
 	}
-	if err := dec.Decode(&span); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, out.String())
+	found := false
+	for line := range strings.Lines(out.String()) {
+		if strings.HasPrefix(line, "{") {
+			if err := json.Unmarshal([]byte(line), &span); err != nil {
+				t.Fatalf("span line is not JSON: %v\n%s", err, line)
+			}
+			found = true
+			break
+		}
 	}
-	if span.Name != "console-span" {
-		t.Errorf("span name %q", span.Name)
+	if !found || span.Name != "console-span" {
+		t.Fatalf("no console-span on stdout:\n%s", out.String())
 	}
 	res := map[string]any{}
 	for _, kv := range span.Resource {
@@ -126,20 +172,120 @@ func TestConsoleExporter(t *testing.T) {
 func TestServiceNameDefault(t *testing.T) {
 	for _, c := range []struct {
 		cfg  Config
+		env  []string
 		want string
 	}{
-		{Config{Getenv: env()}, "orderagg"},
-		{Config{ServiceName: "agg", Getenv: env()}, "agg"},
-		{Config{ServiceName: "agg", Getenv: env("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs")}, "from-attrs"},
+		{Config{}, nil, "orderagg"},
+		{Config{ServiceName: "agg"}, nil, "agg"},
+		{Config{ServiceName: "agg"}, []string{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"}, "from-attrs"},
+		{Config{ServiceName: "agg"}, []string{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs", "OTEL_SERVICE_NAME", "from-name"}, "from-name"},
 	} {
+		setEnv(t, c.env...)
 		res, err := newResource(context.Background(), c.cfg.withDefaults())
 		if err != nil {
 			t.Fatal(err)
 		}
 		v, _ := res.Set().Value("service.name")
 		if v.AsString() != c.want {
-			t.Errorf("service.name = %q, want %q", v.AsString(), c.want)
+			t.Errorf("%v %v: service.name = %q, want %q", c.cfg, c.env, v.AsString(), c.want)
 		}
+	}
+}
+
+// receiver is an in-process OTLP trace receiver: a gRPC TraceService and an
+// HTTP /v1/traces handler feeding one list of what arrived.
+type receiver struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	spans []string // "service.name/span name"
+}
+
+func (r *receiver) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		svc := ""
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				svc = kv.GetValue().GetStringValue()
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, s := range ss.GetSpans() {
+				r.spans = append(r.spans, svc+"/"+s.GetName())
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	var msg coltracepb.ExportTraceServiceRequest
+	if err == nil && req.URL.Path == "/v1/traces" && req.Header.Get("Content-Type") == "application/x-protobuf" {
+		err = proto.Unmarshal(body, &msg)
+	} else if err == nil {
+		err = errors.New("not an OTLP/HTTP protobuf trace export")
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	_, _ = r.Export(req.Context(), &msg)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
+}
+
+func (r *receiver) received() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans)
+}
+
+// TestOTLPProtocols: with only an endpoint and a protocol set, spans reach
+// an OTLP receiver over gRPC and over HTTP/protobuf, with the default
+// service name.
+func TestOTLPProtocols(t *testing.T) {
+	for _, protocol := range []string{"grpc", "http/protobuf"} {
+		t.Run(protocol, func(t *testing.T) {
+			rcv := &receiver{}
+			var endpoint string
+			if protocol == "grpc" {
+				lis, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv := grpc.NewServer()
+				coltracepb.RegisterTraceServiceServer(srv, rcv)
+				served := make(chan error, 1)
+				go func() { served <- srv.Serve(lis) }()
+				t.Cleanup(func() { srv.Stop(); <-served })
+				endpoint = "http://" + lis.Addr().String()
+			} else {
+				srv := httptest.NewServer(rcv)
+				t.Cleanup(srv.Close)
+				endpoint = srv.URL
+			}
+			setEnv(t, "OTEL_EXPORTER_OTLP_ENDPOINT", endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL", protocol,
+				"OTEL_EXPORTER_OTLP_INSECURE", "true")
+
+			tel, err := Setup(context.Background(), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tel.Exporter() != ExporterOTLP {
+				t.Fatalf("exporter %q, want otlp", tel.Exporter())
+			}
+			_, sp := tel.TracerProvider().Tracer("test").Start(context.Background(), "over-"+protocol)
+			sp.End()
+			if err := tel.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := rcv.received(), []string{"orderagg/over-" + protocol}; !slices.Equal(got, want) {
+				t.Errorf("receiver got %q, want %q", got, want)
+			}
+		})
 	}
 }
 
@@ -173,8 +319,7 @@ func TestOTLPShutdownFlushes(t *testing.T) {
 	srv := httptest.NewServer(col)
 	t.Cleanup(srv.Close)
 	// The OTLP exporter reads its settings from the process environment.
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+	setEnv(t, "OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL, "OTEL_BSP_SCHEDULE_DELAY", "3600000")
 
 	tel, err := Setup(context.Background(), Config{})
 	if err != nil {

@@ -4,23 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
+	"net/textproto"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -38,14 +35,14 @@ const scopeName = "github.com/orderagg/orderagg/internal/telemetry"
 // environment names the service.
 const DefaultServiceName = "orderagg"
 
-// Environment variables read through Config.Getenv.
+// Environment variables Setup looks at itself; the exporters and the SDK
+// read the rest of OTEL_* on their own.
 const (
 	envTracesExporter   = "OTEL_TRACES_EXPORTER"
 	envEndpoint         = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	envTracesEndpoint   = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	envProtocol         = "OTEL_EXPORTER_OTLP_PROTOCOL"
 	envTracesProtocol   = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	envServiceName      = "OTEL_SERVICE_NAME"
 	envResourceAttrs    = "OTEL_RESOURCE_ATTRIBUTES"
 	envBSPScheduleDelay = "OTEL_BSP_SCHEDULE_DELAY"
 )
@@ -64,7 +61,8 @@ const (
 const consoleBatchDelay = time.Second
 
 // Config sets up telemetry. The zero value is valid: traces follow the
-// environment (off unless an OTLP endpoint is set), logs go to slog.Default.
+// process environment (off unless an OTLP endpoint is set), logs go to
+// slog.Default.
 type Config struct {
 	// ServiceName is service.name unless OTEL_SERVICE_NAME or
 	// service.name in OTEL_RESOURCE_ATTRIBUTES says otherwise (the standard
@@ -72,15 +70,6 @@ type Config struct {
 	ServiceName string
 	// ServiceVersion is service.version; empty leaves it out.
 	ServiceVersion string
-	// Stdout receives the console exporter's spans, one JSON object per span.
-	// Default os.Stdout.
-	Stdout io.Writer
-	// Getenv reads the OTEL_* variables that choose the exporter and the
-	// resource. Default os.Getenv. The OTLP exporter and the SDK's own
-	// settings (OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER,
-	// OTEL_BSP_*, …) are read by the OpenTelemetry SDK from the process
-	// environment, whatever Getenv is.
-	Getenv func(string) string
 	// Logger receives OpenTelemetry's own errors (an unreachable collector,
 	// for example), at most one line per LogInterval. Default slog.Default().
 	Logger *slog.Logger
@@ -99,12 +88,6 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.ServiceName == "" {
 		c.ServiceName = DefaultServiceName
-	}
-	if c.Stdout == nil {
-		c.Stdout = os.Stdout
-	}
-	if c.Getenv == nil {
-		c.Getenv = os.Getenv
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -131,8 +114,9 @@ type Telemetry struct {
 	tracing bool // spans are recorded somewhere; when false, skip building them
 
 	prop propagation.TextMapPropagator
-	// propFields are the headers prop reads, listed once: the composite
-	// propagator builds a new map and slice on every Fields call.
+	// propFields are the headers prop reads, listed once and canonical: the
+	// composite propagator builds a new map and slice on every Fields call,
+	// and Header.Get allocates to canonicalise "traceparent".
 	propFields []string
 	mp         *sdkmetric.MeterProvider
 	meter      metric.Meter
@@ -151,12 +135,16 @@ type Telemetry struct {
 // the tracer provider as OpenTelemetry's globals, so that libraries which use
 // the globals join the same traces.
 //
-// OTEL_TRACES_EXPORTER is otlp (OTLP over HTTP/protobuf), console (JSON to
-// Config.Stdout) or none; when unset it is otlp if OTEL_EXPORTER_OTLP_ENDPOINT
-// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else none. With traces off the
-// tracer provider is a no-op and the per-event span work is skipped, so the
-// cost is a few atomic loads. An unknown exporter, an OTLP protocol other than
-// http/protobuf or a malformed OTEL_RESOURCE_ATTRIBUTES is an error naming the
+// The exporter comes from contrib's autoexport: OTEL_TRACES_EXPORTER is otlp
+// (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc), console
+// (one JSON object per finished span on standard output) or none. Unset, it
+// is otlp when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// is set and none otherwise (autoexport alone would default to otlp, which
+// the contract does not want). The resource comes from
+// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME over Config's defaults.
+// With traces off the tracer provider is a no-op and the per-event span work
+// is skipped, so the cost is a few atomic loads. An unknown exporter or
+// protocol or a malformed OTEL_RESOURCE_ATTRIBUTES is an error naming the
 // variable: the process should refuse to start rather than run blind.
 //
 // Metrics are always on and served by MetricsHandler. Call Shutdown to flush.
@@ -170,7 +158,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		cfg:  cfg,
 		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 	}
-	t.propFields = t.prop.Fields()
+	for _, f := range t.prop.Fields() {
+		t.propFields = append(t.propFields, textproto.CanonicalMIMEHeaderKey(f))
+	}
 	t.deps.build = newDepAttrs
 
 	// Metrics first: nothing in them can fail for reasons of configuration,
@@ -190,11 +180,13 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp))
+	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp),
+		sdkmetric.WithView(secondsViews...))
 	t.meter = t.mp.Meter(scopeName)
 	if err := t.inst.init(t.meter); err != nil {
 		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
+	t.inst.rejected.Add(ctx, 0) // exists from start-up; see zeroSeries
 	t.handler = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{
 		// A failing collector should cost its own series, not the scrape.
 		ErrorHandling: promhttp.ContinueOnError,
@@ -209,14 +201,14 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		t.exporter = "test"
 		sp = sdktrace.NewSimpleSpanProcessor(cfg.SpanExporter)
 	default:
-		name, exp, err := newSpanExporter(ctx, cfg)
+		name, exp, err := newSpanExporter(ctx)
 		if err != nil {
 			return nil, errors.Join(err, t.mp.Shutdown(ctx))
 		}
 		t.exporter = name
 		if exp != nil {
 			var opts []sdktrace.BatchSpanProcessorOption
-			if name == ExporterConsole && cfg.Getenv(envBSPScheduleDelay) == "" {
+			if name == ExporterConsole && os.Getenv(envBSPScheduleDelay) == "" {
 				opts = append(opts, sdktrace.WithBatchTimeout(consoleBatchDelay))
 			}
 			sp = sdktrace.NewBatchSpanProcessor(exp, opts...)
@@ -236,65 +228,47 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
-// newSpanExporter picks the exporter named by OTEL_TRACES_EXPORTER; a nil
-// exporter means traces are off.
-func newSpanExporter(ctx context.Context, cfg Config) (string, sdktrace.SpanExporter, error) {
-	name := strings.ToLower(strings.TrimSpace(cfg.Getenv(envTracesExporter)))
-	if name == "" {
-		name = ExporterNone
-		if cfg.Getenv(envEndpoint) != "" || cfg.Getenv(envTracesEndpoint) != "" {
+// newSpanExporter lets autoexport pick the exporter named by
+// OTEL_TRACES_EXPORTER; a nil exporter means traces are off.
+func newSpanExporter(ctx context.Context) (string, sdktrace.SpanExporter, error) {
+	name := os.Getenv(envTracesExporter)
+	exp, err := autoexport.NewSpanExporter(ctx, autoexport.WithFallbackSpanExporter(
+		func(ctx context.Context) (sdktrace.SpanExporter, error) {
+			// Unset: the contract's default is none unless an endpoint
+			// says where spans should go.
+			if os.Getenv(envEndpoint) == "" && os.Getenv(envTracesEndpoint) == "" {
+				name = ExporterNone
+				return nil, nil
+			}
 			name = ExporterOTLP
-		}
+			return autoexport.NewSpanExporter(ctx) // unset means otlp to autoexport
+		}))
+	if err != nil {
+		return "", nil, fmt.Errorf("telemetry: %s=%q (%s=%q, %s=%q): %w", envTracesExporter, name,
+			envProtocol, os.Getenv(envProtocol), envTracesProtocol, os.Getenv(envTracesProtocol), err)
 	}
-	switch name {
-	case ExporterNone:
-		return name, nil, nil
-	case ExporterConsole:
-		exp, err := stdouttrace.New(stdouttrace.WithWriter(cfg.Stdout))
-		if err != nil {
-			return "", nil, fmt.Errorf("telemetry: console exporter: %w", err)
-		}
-		return name, exp, nil
-	case ExporterOTLP:
-		proto, key := cfg.Getenv(envTracesProtocol), envTracesProtocol
-		if proto == "" {
-			proto, key = cfg.Getenv(envProtocol), envProtocol
-		}
-		if proto != "" && proto != "http/protobuf" {
-			return "", nil, fmt.Errorf("telemetry: %s=%q: only http/protobuf is supported", key, proto)
-		}
-		// The exporter reads the endpoint, headers, TLS, timeout and
-		// compression from OTEL_EXPORTER_OTLP_* itself. It connects lazily:
-		// an unreachable collector costs dropped spans, never start-up.
-		exp, err := otlptracehttp.New(ctx)
-		if err != nil {
-			return "", nil, fmt.Errorf("telemetry: otlp exporter: %w", err)
-		}
-		return name, exp, nil
+	if exp == nil || autoexport.IsNoneSpanExporter(exp) {
+		return ExporterNone, nil, nil
 	}
-	return "", nil, fmt.Errorf("telemetry: %s=%q: want %s, %s or %s", envTracesExporter, name, ExporterOTLP, ExporterConsole, ExporterNone)
+	return name, exp, nil
 }
 
 // newResource describes this process. Precedence, lowest first:
 // Config.ServiceName, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME — the
-// standard order, read through Config.Getenv so tests need not touch the
-// process environment.
+// standard order, which resource.WithFromEnv implements.
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
+	// The environment on its own first: the SDK keeps what it can of a
+	// malformed value and reports the rest, but a typo in a deployment
+	// should stop it, not silently drop a label.
+	fromEnv, err := resource.New(ctx, resource.WithFromEnv())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s: %w", envResourceAttrs, err)
+	}
 	attrs := []attribute.KeyValue{semconv.ServiceName(cfg.ServiceName)}
 	if cfg.ServiceVersion != "" {
 		attrs = append(attrs, semconv.ServiceVersion(cfg.ServiceVersion))
 	}
-	env, err := parseResourceAttributes(cfg.Getenv(envResourceAttrs))
-	if err != nil {
-		return nil, err
-	}
-	attrs = append(attrs, env...)
-	if name := strings.TrimSpace(cfg.Getenv(envServiceName)); name != "" {
-		attrs = append(attrs, semconv.ServiceName(name))
-	}
-	// resource.New keeps the last value of a repeated key, which is what
-	// gives the order above its meaning.
-	res, err := resource.New(ctx,
+	base, err := resource.New(ctx,
 		resource.WithTelemetrySDK(),
 		resource.WithHost(),
 		resource.WithAttributes(attrs...),
@@ -302,32 +276,11 @@ func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
+	res, err := resource.Merge(base, fromEnv) // the second wins
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
 	return res, nil
-}
-
-// parseResourceAttributes reads OTEL_RESOURCE_ATTRIBUTES: comma-separated
-// key=value pairs with percent-encoded values. Unlike the SDK, which keeps
-// what it can and logs the rest, a malformed pair is an error: a typo in a
-// deployment should stop it, not silently drop a label.
-func parseResourceAttributes(s string) ([]attribute.KeyValue, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	var attrs []attribute.KeyValue
-	for pair := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(pair, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" {
-			return nil, fmt.Errorf("telemetry: %s: %q is not key=value", envResourceAttrs, pair)
-		}
-		val, err := url.PathUnescape(strings.TrimSpace(v))
-		if err != nil {
-			return nil, fmt.Errorf("telemetry: %s: %s: %w", envResourceAttrs, k, err)
-		}
-		attrs = append(attrs, attribute.String(k, val))
-	}
-	return attrs, nil
 }
 
 // Exporter reports the trace exporter in use: otlp, console, none, or test

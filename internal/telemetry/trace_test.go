@@ -6,10 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel"
@@ -162,73 +164,47 @@ func TestRequestTrace(t *testing.T) {
 		t.Errorf("server span attributes %v", sa)
 	}
 
-	type key struct {
-		name, event string
-		attempt     int64
+	// The tree: server span → dependency span → attempt span → HTTP client
+	// span, and the fallback beside the call it stands in for.
+	got := treeLines(spans)
+	want := []string{
+		"GET /v1/orders/{id}",
+		"GET /v1/orders/{id} > dependency coupon event=bad_request",
+		"GET /v1/orders/{id} > dependency coupon > attempt coupon event=bad_request attempt=1",
+		"GET /v1/orders/{id} > dependency inventory event=success",
+		"GET /v1/orders/{id} > dependency inventory > attempt inventory event=failure attempt=1 ERROR",
+		"GET /v1/orders/{id} > dependency inventory > attempt inventory event=success attempt=2",
+		"GET /v1/orders/{id} > dependency logistics event=success",
+		"GET /v1/orders/{id} > dependency logistics > attempt logistics event=success attempt=1",
+		"GET /v1/orders/{id} > dependency order event=success",
+		"GET /v1/orders/{id} > dependency order > attempt order event=success attempt=1",
+		"GET /v1/orders/{id} > dependency order > attempt order > order GET",
+		"GET /v1/orders/{id} > fallback coupon event=fallback_success",
 	}
-	children := map[key]tracetest.SpanStub{}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("trace tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	byName := map[string]tracetest.SpanStub{}
 	for _, s := range spans {
-		if s.SpanKind == trace.SpanKindServer {
-			continue
+		byName[s.Name+" "+attrs(s)["orderagg.event"].Emit()+" "+attrs(s)["orderagg.attempt"].Emit()] = s
+		if s.EndTime.Before(s.StartTime) {
+			t.Errorf("span %q ends before it starts", s.Name)
 		}
-		if s.Parent.SpanID() != server.SpanContext.SpanID() {
-			t.Errorf("span %q has parent %s, want the server span %s", s.Name, s.Parent.SpanID(), server.SpanContext.SpanID())
-		}
-		a := attrs(s)
-		children[key{s.Name, a["orderagg.event"].AsString(), a["orderagg.attempt"].AsInt64()}] = s
-	}
-	want := []struct {
-		k     key
-		error bool
-	}{
-		{key{"dependency order", "success", 1}, false},
-		{key{"dependency inventory", "failure", 1}, true},
-		{key{"dependency inventory", "success", 2}, false},
-		{key{"dependency coupon", "bad_request", 1}, false},
-		{key{"fallback coupon", "fallback_success", 0}, false},
-		{key{"dependency logistics", "success", 1}, false},
-		{key{"order GET", "", 0}, false},
-	}
-	for _, w := range want {
-		s, ok := children[w.k]
-		if !ok {
-			t.Errorf("no span %+v; have %v", w.k, names(spans))
-			continue
-		}
-		if got := s.Status.Code == codes.Error; got != w.error {
-			t.Errorf("span %+v status %v, want error %v", w.k, s.Status, w.error)
-		}
-		a := attrs(s)
-		dep := strings.Fields(w.k.name)
-		depName := dep[len(dep)-1]
-		if w.k.name == "order GET" {
-			depName = "order"
-		}
-		if a["orderagg.dependency"].AsString() != depName {
-			t.Errorf("span %+v: orderagg.dependency = %v", w.k, a["orderagg.dependency"])
-		}
-		if w.k.event != "" {
-			if _, ok := a["orderagg.hedge"]; !ok {
-				t.Errorf("span %+v lacks orderagg.hedge", w.k)
-			}
-			if _, ok := a["orderagg.probe"]; !ok {
-				t.Errorf("span %+v lacks orderagg.probe", w.k)
-			}
-			if s.EndTime.Before(s.StartTime) {
-				t.Errorf("span %+v ends before it starts", w.k)
-			}
+		if dep := attrs(s)["orderagg.dependency"].AsString(); s.SpanKind != trace.SpanKindServer && !strings.Contains(s.Name, dep) {
+			t.Errorf("span %q: orderagg.dependency = %q", s.Name, dep)
 		}
 	}
-	if len(children) != len(want) {
-		t.Errorf("got %d child spans, want %d: %v", len(children), len(want), names(spans))
+	if a := attrs(byName["attempt inventory success 2"]); a["orderagg.hedge"].Type() != attribute.BOOL || a["orderagg.probe"].Type() != attribute.BOOL {
+		t.Errorf("attempt span lacks orderagg.hedge or orderagg.probe: %v", a)
 	}
-	if len(children[want[1].k].Events) == 0 {
+	if len(byName["attempt inventory failure 1"].Events) == 0 {
 		t.Error("the failed attempt's span does not record its error")
 	}
 
 	// The downstream received the client span's context, in the caller's trace.
 	tp := ds.traceparent()
-	client := children[key{"order GET", "", 0}]
+	client := byName["order GET  "]
 	if !strings.Contains(tp, callerTrace) || !strings.Contains(tp, client.SpanContext.SpanID().String()) {
 		t.Errorf("downstream got traceparent %q, want trace %s span %s", tp, callerTrace, client.SpanContext.SpanID())
 	}
@@ -246,6 +222,35 @@ func TestRequestTrace(t *testing.T) {
 	if !found {
 		t.Errorf("no log line from the handler:\n%s", h.logs)
 	}
+}
+
+// treeLines renders each span as the path of names from its trace's root
+// down to it, with its event, attempt number and error status, sorted.
+func treeLines(spans tracetest.SpanStubs) []string {
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, s := range spans {
+		byID[s.SpanContext.SpanID()] = s
+	}
+	var out []string
+	for _, s := range spans {
+		path := s.Name
+		for p, ok := byID[s.Parent.SpanID()]; ok; p, ok = byID[p.Parent.SpanID()] {
+			path = p.Name + " > " + path
+		}
+		a := attrs(s)
+		if ev, ok := a["orderagg.event"]; ok {
+			path += " event=" + ev.Emit()
+		}
+		if n, ok := a["orderagg.attempt"]; ok {
+			path += " attempt=" + n.Emit()
+		}
+		if s.Status.Code == codes.Error && s.SpanKind != trace.SpanKindServer {
+			path += " ERROR"
+		}
+		out = append(out, path)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func names(spans tracetest.SpanStubs) []string {
@@ -347,7 +352,8 @@ func TestCacheLookupSpanEvent(t *testing.T) {
 // context still reaches the downstreams, so traces through orderagg do not
 // break when only its neighbours trace.
 func TestTracesOff(t *testing.T) {
-	tel, err := Setup(context.Background(), Config{Getenv: func(string) string { return "" }})
+	clearOTelEnv(t)
+	tel, err := Setup(context.Background(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,5 +403,96 @@ func TestPropagatorIsGlobalW3C(t *testing.T) {
 	otel.GetTextMapPropagator().Inject(ctx, out)
 	if out["baggage"] != "tenant=acme" || out["traceparent"] != traceparent {
 		t.Errorf("injected %v", out)
+	}
+}
+
+// TestHedgedAttemptsNest: a hedged call's two concurrent attempts each get
+// their own attempt span, each holding its own HTTP client span, under one
+// dependency span.
+func TestHedgedAttemptsNest(t *testing.T) {
+	h := newHarness(t)
+	// The downstream holds the first request until the hedge arrives, so
+	// both attempts are in flight together whatever the scheduling.
+	arrived := make(chan struct{}, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		if len(arrived) < 2 {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second): // a bound, not a wait: the hedge normally comes at once
+			}
+		}
+		_, _ = io.WriteString(w, `{}`)
+	}))
+	t.Cleanup(srv.Close)
+	c := client(t, h.tel, "inventory")
+	g, err := resilience.New("inventory", resilience.Config{Hedge: resilience.HedgeConfig{Enabled: true}},
+		resilience.WithListener(h.tel.Listener(h.log)), resilience.WithClock(instantClock{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	e.GET("/v1/orders/:id", func(ec echo.Context) error {
+		_, err := resilience.Do(ec.Request().Context(), g, func(ctx context.Context) (int, error) {
+			return 0, get(ctx, c, srv.URL)
+		})
+		return err
+	})
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
+	if rec.Code != http.StatusOK || len(arrived) != 2 {
+		t.Fatalf("status %d, %d requests reached the downstream; want 200 and a hedge", rec.Code, len(arrived))
+	}
+
+	var attempts, clients int
+	hedges := map[bool]bool{}
+	spans := h.spans.GetSpans()
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, s := range spans {
+		byID[s.SpanContext.SpanID()] = s
+	}
+	for _, s := range spans {
+		parent := byID[s.Parent.SpanID()]
+		switch s.Name {
+		case "attempt inventory":
+			attempts++
+			hedges[attrs(s)["orderagg.hedge"].AsBool()] = true
+			if parent.Name != "dependency inventory" {
+				t.Errorf("attempt span under %q", parent.Name)
+			}
+		case "inventory GET":
+			clients++
+			if parent.Name != "attempt inventory" {
+				t.Errorf("HTTP client span under %q", parent.Name)
+			}
+		}
+	}
+	if attempts != 2 || clients != 2 || !hedges[true] || !hedges[false] {
+		t.Errorf("%d attempt spans (hedge flags %v), %d client spans; want a primary and a hedge, each with its client span:\n%s",
+			attempts, hedges, clients, strings.Join(treeLines(spans), "\n"))
+	}
+}
+
+// TestEventAfterRequestEnded: an event whose context outlived its request
+// is still recorded (after the fact, under the server span), not left in a
+// span nobody ends.
+func TestEventAfterRequestEnded(t *testing.T) {
+	h := newHarness(t)
+	e := echo.New()
+	e.Use(h.tel.Middleware())
+	var reqCtx context.Context
+	e.GET("/v1/orders/:id", func(c echo.Context) error {
+		reqCtx = c.Request().Context()
+		return c.NoContent(http.StatusOK)
+	})
+	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
+	h.tel.Listener(h.log).OnEvent(reqCtx, resilience.Event{Dependency: "coupon", Kind: resilience.KindSuccess, Attempt: 1, Start: time.Now()})
+	if got, want := treeLines(h.spans.GetSpans()), []string{
+		"GET /v1/orders/{id}",
+		"GET /v1/orders/{id} > dependency coupon event=success attempt=1",
+	}; !slices.Equal(got, want) {
+		t.Errorf("spans %q, want %q", got, want)
 	}
 }
