@@ -62,8 +62,20 @@ type BreakerConfig struct {
 	// SlowCallPercent of slow calls that opens it; default 0 means 100
 	// (slow calls alone never open it unless every call is slow).
 	SlowCallPercent float64 `yaml:"slow_call_percent" json:"slow_call_percent"`
-	// SleepWindow is how long it stays open before probing; default 5s.
+	// ConsecutiveFailures in a row (failures and timeouts, no success in
+	// between) open it at once, whatever the window holds; default 10. The
+	// window alone is slow to see a hang: 10 s of healthy history must be
+	// outvoted first. Ten in a row takes half a second at 20 calls/s, while
+	// noise rarely strings ten together (5 % stalls: 0.05^10 ≈ 1e-13).
+	ConsecutiveFailures int `yaml:"consecutive_failures" json:"consecutive_failures"`
+	// SleepWindow is how long it stays open before the first probe; default
+	// 500ms. Each failed probe doubles it, up to MaxSleepWindow, so a quick
+	// blip recovers quickly and a long outage is not hammered.
 	SleepWindow time.Duration `yaml:"sleep_window" json:"sleep_window"`
+	// MaxSleepWindow caps the growing sleep window; default 5s. A
+	// SleepWindow above it is kept as it is and does not grow (a file that
+	// sets only sleep_window: 10s means what it says).
+	MaxSleepWindow time.Duration `yaml:"max_sleep_window" json:"max_sleep_window"`
 	// HalfOpenProbes admitted while half-open; all must succeed to close.
 	// Default 1.
 	HalfOpenProbes int `yaml:"half_open_probes" json:"half_open_probes"`
@@ -73,8 +85,9 @@ type BreakerConfig struct {
 type RetryConfig struct {
 	// MaxAttempts per call, the first one included; default 2. 1 disables retries.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
-	// Backoff before the first retry, doubled after each, with full jitter;
-	// default 10ms.
+	// Backoff before the first retry, doubled before each further one up to
+	// MaxBackoff; the wait is drawn uniformly from (0, backoff] (full jitter)
+	// so callers do not retry in step. Default 10ms.
 	Backoff time.Duration `yaml:"backoff" json:"backoff"`
 	// MaxBackoff caps the backoff; default 100ms.
 	MaxBackoff time.Duration `yaml:"max_backoff" json:"max_backoff"`
@@ -123,7 +136,9 @@ func (c Config) WithDefaults() Config {
 	defInt(&c.Breaker.MinRequests, 20)
 	defF(&c.Breaker.ErrorPercent, 50)
 	defF(&c.Breaker.SlowCallPercent, 100)
-	def(&c.Breaker.SleepWindow, 5*time.Second)
+	defInt(&c.Breaker.ConsecutiveFailures, 10)
+	def(&c.Breaker.SleepWindow, 500*time.Millisecond)
+	def(&c.Breaker.MaxSleepWindow, 5*time.Second)
 	defInt(&c.Breaker.HalfOpenProbes, 1)
 	defInt(&c.Retry.MaxAttempts, 2)
 	def(&c.Retry.Backoff, 10*time.Millisecond)
@@ -188,6 +203,12 @@ func (c Config) Validate() error {
 	}
 	if b.SleepWindow <= 0 {
 		bad("breaker.sleep_window", "must be positive, got %v", b.SleepWindow)
+	}
+	if b.ConsecutiveFailures < 1 {
+		bad("breaker.consecutive_failures", "must be at least 1, got %d", b.ConsecutiveFailures)
+	}
+	if b.MaxSleepWindow <= 0 {
+		bad("breaker.max_sleep_window", "must be positive, got %v", b.MaxSleepWindow)
 	}
 	if b.HalfOpenProbes < 1 {
 		bad("breaker.half_open_probes", "must be at least 1, got %d", b.HalfOpenProbes)

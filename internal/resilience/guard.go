@@ -54,6 +54,10 @@ type Option func(*Guard)
 // WithClock injects a clock (tests).
 func WithClock(c Clock) Option { return func(g *Guard) { g.clock = c } }
 
+// WithRandom injects the source of retry jitter (tests): it returns a
+// uniform value in [0, n). The default is math/rand/v2's Int64N.
+func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN = f } }
+
 // WithListener sets the listener told of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
@@ -73,6 +77,7 @@ type Guard struct {
 	clock     Clock
 	realClock bool // clock is SystemClock: one time.Now serves both uses
 	listener  Listener
+	randN     func(n int64) int64
 	cur       atomic.Pointer[settings]
 	bulkhead  bulkhead
 	breaker   breaker
@@ -95,7 +100,7 @@ const refreshEvery = 100 * time.Millisecond
 // New builds a guard for the named dependency. cfg's zero fields take their
 // defaults; an invalid cfg is an error naming the setting.
 func New(name string, cfg Config, opts ...Option) (*Guard, error) {
-	g := &Guard{name: name, clock: SystemClock{}}
+	g := &Guard{name: name, clock: SystemClock{}, randN: rand.Int64N}
 	for _, o := range opts {
 		o(g)
 	}
@@ -227,7 +232,7 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 			}
 			v, err, kind = attempt(ctx, cctx, g, s, attempts, false, t, at, fn)
 		}
-		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s) {
+		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s, attempts) {
 			break
 		}
 	}
@@ -246,6 +251,13 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 	v, err := fn(cctx)
 	end := g.now(start)
 	kind := classify(ctx, cctx, err)
+	g.settle(ctx, s, n, hedge, t, kind, start, end, err)
+	return v, err, kind
+}
+
+// settle records a finished attempt, feeds the breaker and tells the
+// listener. The detection simulation (sim_test.go) calls it directly.
+func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ticket, kind Kind, start, end time.Time, err error) {
 	lat := end.Sub(start)
 	// A call cut short by the caller tells us nothing about the dependency.
 	if kind != KindDeadline {
@@ -257,10 +269,11 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 		if hedge {
 			s.window.add(end, cHedge)
 		}
+		bad := kind == KindFailure || kind == KindTimeout
 		if t.probe {
-			g.notifyState(g.breaker.onProbeDone(t, kind == KindSuccess || kind == KindBadRequest, false, end, &s.cfg.Breaker))
-		} else if (kind == KindFailure || kind == KindTimeout || slow) && Force(g.breaker.force.Load()) == ForceNone {
-			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker))
+			g.notifyState(g.breaker.onProbeDone(t, !bad, false, end, &s.cfg.Breaker))
+		} else if tripped := g.breaker.onResult(bad, &s.cfg.Breaker); (bad || slow) && Force(g.breaker.force.Load()) == ForceNone {
+			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker, tripped))
 		}
 	} else if t.probe {
 		g.notifyState(g.breaker.onProbeDone(t, false, true, end, &s.cfg.Breaker))
@@ -268,7 +281,6 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 	if g.listener != nil {
 		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Attempt: n, Hedge: hedge, Probe: t.probe, Start: start, Duration: lat, Err: err})
 	}
-	return v, err, kind
 }
 
 // classify turns fn's result into a kind. Whose clock ran out matters: the
@@ -301,10 +313,11 @@ func classify(ctx, cctx context.Context, err error) Kind {
 	return k
 }
 
-// mayRetry reports whether another attempt is worth making: the breaker is
-// not open, the retry budget over the window has room, and the remaining
-// sub-budget can hold a backoff plus a typical attempt. It waits the backoff.
-func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
+// mayRetry reports whether another attempt is worth making after the
+// attempts made so far: the breaker is not open, the retry budget over the
+// window has room, and the remaining sub-budget can hold the backoff plus a
+// typical attempt. It waits the backoff.
+func (g *Guard) mayRetry(cctx context.Context, s *settings, made int) bool {
 	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
 		return false
 	}
@@ -312,9 +325,9 @@ func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
 	if !g.retryBudgetLeft(s, now) {
 		return false
 	}
-	backoff := s.cfg.Retry.Backoff
+	backoff := g.backoff(&s.cfg.Retry, made)
 	if backoff > 0 {
-		backoff = time.Duration(rand.Int64N(int64(backoff)) + 1) // full jitter
+		backoff = time.Duration(g.randN(int64(backoff)) + 1) // full jitter: (0, backoff]
 	}
 	if dl, ok := cctx.Deadline(); ok && time.Until(dl) < backoff+g.typicalLatency(s, now) {
 		return false
@@ -330,6 +343,16 @@ func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
 	case <-cctx.Done():
 		return false
 	}
+}
+
+// backoff is the ceiling of the wait before the retry that follows attempt
+// made: Backoff, doubled for each retry before it, capped at MaxBackoff.
+func (g *Guard) backoff(r *RetryConfig, made int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < made && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.MaxBackoff)
 }
 
 // retryBudgetLeft: retries and hedges in the window stay under BudgetPercent

@@ -492,7 +492,7 @@ func TestRetryBudgetBoundsAttemptsDuringAnOutage(t *testing.T) {
 	clk.auto = true
 	cfg := Config{
 		Retry:   RetryConfig{MaxAttempts: 3, BudgetPercent: 20, BudgetMin: 5},
-		Breaker: BreakerConfig{MinRequests: 1_000_000}, // keep it closed: test the budget alone
+		Breaker: BreakerConfig{MinRequests: 1_000_000, ConsecutiveFailures: 1_000_000}, // keep it closed: test the budget alone
 	}
 	g := mustGuard(t, cfg, WithClock(clk))
 	attempts := 0
