@@ -697,3 +697,37 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// The backoff before retry k is drawn from (0, min(backoff×2^(k-1),
+// max_backoff)]: with the random source pinned to its top the waits are the
+// ceilings themselves, with it pinned to the middle they are half.
+func TestRetryBackoffGrowsToItsCap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rnd  func(n int64) int64
+		want string
+	}{
+		{"ceilings", func(n int64) int64 { return n - 1 }, "[10ms 20ms 40ms 80ms 100ms 100ms]"},
+		{"half", func(n int64) int64 { return n/2 - 1 }, "[5ms 10ms 20ms 40ms 50ms 50ms]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			clk.auto = true // a backoff timer fires at once and moves the clock by its wait
+			rec := &recorder{}
+			g := mustGuard(t, Config{
+				Retry:   RetryConfig{MaxAttempts: 7, BudgetMin: 100}, // default backoff 10ms, max_backoff 100ms
+				Breaker: BreakerConfig{ConsecutiveFailures: 100},
+			}, WithClock(clk), WithListener(rec), WithRandom(tc.rnd))
+			Do(context.Background(), g, fail)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			var waits []time.Duration
+			for i := 1; i < len(rec.events); i++ {
+				waits = append(waits, rec.events[i].Start.Sub(rec.events[i-1].Start))
+			}
+			if got := fmt.Sprint(waits); got != tc.want {
+				t.Fatalf("waits %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
