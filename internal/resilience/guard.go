@@ -374,7 +374,7 @@ func (g *Guard) refreshStats(s *settings, now time.Time) {
 		return // someone else is refreshing; their figures will do
 	}
 	defer g.statsMu.Unlock()
-	h := s.window.histogram(now)
+	h := s.window.histogram(now, false)
 	g.typical.Store(int64(h.quantile(0.5)))
 	g.hedgeWait.Store(int64(h.quantile(s.cfg.Hedge.Percentile / 100)))
 	g.statsAt.Store(now.UnixNano())
@@ -399,6 +399,9 @@ func (g *Guard) now(since time.Time) time.Time {
 	}
 	return g.clock.Now()
 }
+
+// timeout is the sub-budget in force.
+func (g *Guard) timeout(s *settings) time.Duration { return s.cfg.Timeout }
 
 // maxWait is how long a call may queue for a slot.
 func (g *Guard) maxWait(cfg *Config, budget time.Duration) time.Duration {
