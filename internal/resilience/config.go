@@ -30,6 +30,19 @@ type Config struct {
 	// Default 50ms (the background reading's 500ms is for multi-second pages;
 	// ours has 1500ms in all).
 	TimeoutMargin time.Duration `yaml:"timeout_margin" json:"timeout_margin"`
+
+	// AutoTimeout (YAML "timeout: auto", see TimeoutSetting) makes the
+	// sub-budget follow the recommendation, max(3×P99, 2×P99.9) + margin
+	// over successful calls, between TimeoutMin and TimeoutMax. Timeout is
+	// then where it starts. Off by default: opt in per dependency.
+	AutoTimeout bool `yaml:"-" json:"auto_timeout"`
+	// TimeoutMin is the least an adaptive sub-budget may shrink to; default
+	// 10ms. Ignored unless AutoTimeout.
+	TimeoutMin time.Duration `yaml:"timeout_min" json:"timeout_min"`
+	// TimeoutMax is the most an adaptive sub-budget may grow to; default 0
+	// means Timeout. It must leave the page's reserve (config checks it
+	// against the deadline, as it does timeout). Ignored unless AutoTimeout.
+	TimeoutMax time.Duration `yaml:"timeout_max" json:"timeout_max"`
 }
 
 // BulkheadConfig bounds concurrent calls to the dependency.
@@ -130,6 +143,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.Timeout, time.Second)
 	def(&c.TimeoutMargin, 50*time.Millisecond)
 	def(&c.FallbackTimeout, 80*time.Millisecond)
+	def(&c.TimeoutMin, 10*time.Millisecond)
 	defInt(&c.Bulkhead.MaxConcurrent, 50)
 	def(&c.Breaker.Window, 10*time.Second)
 	defInt(&c.Breaker.Buckets, 10)
@@ -148,6 +162,14 @@ func (c Config) WithDefaults() Config {
 	defF(&c.Hedge.Percentile, 95)
 	def(&c.Hedge.MinDelay, 20*time.Millisecond)
 	return c
+}
+
+// timeoutMax is the effective ceiling of an adaptive sub-budget.
+func (c *Config) timeoutMax() time.Duration {
+	if c.TimeoutMax > 0 {
+		return c.TimeoutMax
+	}
+	return c.Timeout
 }
 
 // slowCallDuration is the effective slow-call threshold.
@@ -173,6 +195,14 @@ func (c Config) Validate() error {
 	}
 	if c.TimeoutMargin < 0 {
 		bad("timeout_margin", "must not be negative, got %v", c.TimeoutMargin)
+	}
+	if c.TimeoutMin <= 0 {
+		bad("timeout_min", "must be positive, got %v", c.TimeoutMin)
+	}
+	if c.TimeoutMax < 0 {
+		bad("timeout_max", "must not be negative, got %v", c.TimeoutMax)
+	} else if c.AutoTimeout && c.TimeoutMin > c.timeoutMax() {
+		bad("timeout_min", "must not exceed timeout_max (%v), got %v", c.timeoutMax(), c.TimeoutMin)
 	}
 	if c.Bulkhead.MaxConcurrent < 1 {
 		bad("bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)

@@ -93,6 +93,11 @@ type Guard struct {
 	statsAt   atomic.Int64 // unix nanos of the last refresh
 	typical   atomic.Int64 // P50 attempt latency, ns
 	hedgeWait atomic.Int64 // observed latency at the hedge percentile, ns
+
+	// The adaptive sub-budget (Config.AutoTimeout), see adapt.
+	autoMu sync.Mutex
+	autoTO atomic.Int64 // ns
+	autoAt atomic.Int64 // unix nanos of the last look
 }
 
 const refreshEvery = 100 * time.Millisecond
@@ -138,6 +143,15 @@ func (g *Guard) Reconfigure(cfg Config) error {
 		s.window = newWindow(cfg.Breaker.Window, cfg.Breaker.Buckets)
 	}
 	g.bulkhead.capacity.Store(int64(cfg.Bulkhead.MaxConcurrent))
+	if cfg.AutoTimeout {
+		// Turning it on starts from the configured timeout; a change of
+		// bounds keeps the value learnt so far, brought within them.
+		from := time.Duration(g.autoTO.Load())
+		if old == nil || !old.cfg.AutoTimeout {
+			from = cfg.Timeout
+		}
+		g.autoTO.Store(int64(min(max(from, cfg.TimeoutMin), cfg.timeoutMax())))
+	}
 	g.cur.Store(s)
 	return nil
 }
@@ -169,6 +183,10 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 	// Budget first: a call with no time left should not take a slot or a
 	// probe only to be cancelled.
 	budget := cfg.Timeout
+	if cfg.AutoTimeout {
+		g.adapt(s, start)
+		budget = time.Duration(g.autoTO.Load())
+	}
 	clamped := false // the caller's deadline, not the sub-budget, bounds this call
 	if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(realStart); left <= budget {
@@ -400,8 +418,13 @@ func (g *Guard) now(since time.Time) time.Time {
 	return g.clock.Now()
 }
 
-// timeout is the sub-budget in force.
-func (g *Guard) timeout(s *settings) time.Duration { return s.cfg.Timeout }
+// timeout is the sub-budget in force: the adaptive one when it is on.
+func (g *Guard) timeout(s *settings) time.Duration {
+	if s.cfg.AutoTimeout {
+		return time.Duration(g.autoTO.Load())
+	}
+	return s.cfg.Timeout
+}
 
 // maxWait is how long a call may queue for a slot.
 func (g *Guard) maxWait(cfg *Config, budget time.Duration) time.Duration {

@@ -14,10 +14,17 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type recorder struct {
-	mu      sync.Mutex
-	events  []Event
-	changes []StateChange
-	onState func(StateChange)
+	mu       sync.Mutex
+	events   []Event
+	changes  []StateChange
+	timeouts []TimeoutChange
+	onState  func(StateChange)
+}
+
+func (r *recorder) OnTimeoutChange(c TimeoutChange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timeouts = append(r.timeouts, c)
 }
 
 func (r *recorder) OnEvent(_ context.Context, e Event) {
