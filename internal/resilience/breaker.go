@@ -141,14 +141,14 @@ func (b *breaker) onProbeDone(t ticket, ok, abandoned bool, now time.Time, cfg *
 }
 
 // onResult feeds the consecutive-failure trip with a non-probe attempt's
-// outcome. bad is a failure or a timeout; any other answer from the
-// dependency (success, bad request) ends the run. It reports whether the run
-// is long enough to open the breaker.
-func (b *breaker) onResult(bad bool, cfg *BreakerConfig) bool {
+// outcome: bad (a failure or a timeout) extends the run, good (an answer:
+// success or bad request) ends it. It reports whether the run is long
+// enough to open the breaker.
+func (b *breaker) onResult(bad, good bool, cfg *BreakerConfig) bool {
 	if bad {
 		return b.streak.Add(1) >= int64(cfg.ConsecutiveFailures)
 	}
-	if b.streak.Load() != 0 {
+	if good && b.streak.Load() != 0 {
 		b.streak.Store(0)
 	}
 	return false

@@ -218,3 +218,31 @@ func TestSleepGrowsWhileFlapping(t *testing.T) {
 	trip()
 	sleepIs(500 * time.Millisecond)
 }
+
+// The run counts failures and timeouts; an answer (success or bad request)
+// ends it; a call the caller gave up on neither extends nor ends it.
+func TestConsecutiveFailuresTrip(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, Config{
+		Breaker: BreakerConfig{MinRequests: 1 << 20}, // the window stays out of it
+		Retry:   RetryConfig{MaxAttempts: 1},
+	}, WithClock(clk))
+	ctx := context.Background()
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 9 {
+		Do(ctx, g, fail)
+	}
+	Do(ctx, g, badReq)
+	for range 9 {
+		Do(ctx, g, fail)
+		Do(cancelled, g, fail)
+	}
+	if s := g.breaker.reported(); s != StateClosed {
+		t.Fatalf("opened on runs of 9: %v", s)
+	}
+	Do(ctx, g, fail)
+	if s := g.breaker.reported(); s != StateOpen {
+		t.Fatalf("state %v after 10 failures in a row, want OPEN", s)
+	}
+}

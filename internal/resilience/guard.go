@@ -288,9 +288,10 @@ func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ti
 			s.window.add(end, cHedge)
 		}
 		bad := kind == KindFailure || kind == KindTimeout
+		good := kind == KindSuccess || kind == KindBadRequest // the dependency answered
 		if t.probe {
-			g.notifyState(g.breaker.onProbeDone(t, !bad, false, end, &s.cfg.Breaker))
-		} else if tripped := g.breaker.onResult(bad, &s.cfg.Breaker); (bad || slow) && Force(g.breaker.force.Load()) == ForceNone {
+			g.notifyState(g.breaker.onProbeDone(t, good, false, end, &s.cfg.Breaker))
+		} else if tripped := g.breaker.onResult(bad, good, &s.cfg.Breaker); (bad || slow) && Force(g.breaker.force.Load()) == ForceNone {
 			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker, tripped))
 		}
 	} else if t.probe {
