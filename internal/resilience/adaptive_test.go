@@ -2,9 +2,12 @@ package resilience
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestTimeoutSetting(t *testing.T) {
@@ -151,4 +154,25 @@ func TestAdaptiveTimeout(t *testing.T) {
 			t.Fatalf("rule above the ceiling: %v, want timeout_max (= timeout) 500ms", got)
 		}
 	})
+}
+
+// The config layer can read the key with yaml and with encoding/json.
+func TestTimeoutSettingDecodes(t *testing.T) {
+	var doc struct {
+		A TimeoutSetting `yaml:"a" json:"a"`
+		B TimeoutSetting `yaml:"b" json:"b"`
+	}
+	if err := yaml.Unmarshal([]byte("a: auto\nb: 300ms\n"), &doc); err != nil || !doc.A.Auto || doc.B.Fixed != 300*time.Millisecond {
+		t.Fatalf("yaml: %+v %v", doc, err)
+	}
+	if err := yaml.Unmarshal([]byte("a: [1]\n"), &doc); err == nil {
+		t.Fatal("yaml: a list accepted")
+	}
+	doc.A, doc.B = TimeoutSetting{}, TimeoutSetting{}
+	if err := json.Unmarshal([]byte(`{"a":"auto","b":"1s"}`), &doc); err != nil || !doc.A.Auto || doc.B.Fixed != time.Second {
+		t.Fatalf("json: %+v %v", doc, err)
+	}
+	if out, err := json.Marshal(doc); err != nil || string(out) != `{"a":"auto","b":"1s"}` {
+		t.Fatalf("json out %s %v", out, err)
+	}
 }
