@@ -110,6 +110,12 @@ func (r *simRecorder) OnStateChange(c StateChange) {
 // uniform in [0.5, 1.5] of the mean: jittered, never bunched as Poisson
 // arrivals can be.
 func simulate(cfg Config, rate float64, dur time.Duration, seed uint64, m model) simResult {
+	return simulateArrivals(cfg, rate, dur, seed, m, false)
+}
+
+// simulateArrivals is simulate with, when poisson, exponential gaps between
+// arrivals (bunches and lulls, as independent visitors make).
+func simulateArrivals(cfg Config, rate float64, dur time.Duration, seed uint64, m model, poisson bool) simResult {
 	clk := newFakeClock()
 	rec := &simRecorder{}
 	if cfg.Timeout == 0 {
@@ -147,7 +153,11 @@ func simulate(cfg Config, rate float64, dur time.Duration, seed uint64, m model)
 		c := &simCall{start: next}
 		res.all = append(res.all, c)
 		res.calls++
-		next += gap/2 + time.Duration(rng.Int64N(int64(gap)+1))
+		if poisson {
+			next += time.Duration(rng.ExpFloat64() * float64(gap))
+		} else {
+			next += gap/2 + time.Duration(rng.Int64N(int64(gap)+1))
+		}
 		o := m(rng, c.start)
 		// As Do admits: breaker first, then a slot.
 		t, ok, change := g.breaker.allow(now, &s.cfg.Breaker)
