@@ -66,9 +66,11 @@
 //
 // # Cost
 //
-// A call on the common path is one atomic load for the breaker, one atomic
-// add for the bulkhead, one context.WithDeadline, two clock reads and a few
-// striped atomic adds for the statistics: no goroutine, no lock, and no
+// A call on the common path is two atomic loads for the breaker (its state
+// and its run of failures, written only when a failure starts or ends one),
+// one atomic add for the bulkhead, one context.WithDeadline, two clock reads
+// and a few striped atomic adds for the statistics (an adaptive sub-budget
+// adds two loads): no goroutine, no lock, and no
 // allocation beyond the deadline context's (none at all when the caller's
 // deadline is the tighter one). See docs/benchmarks.md.
 //
