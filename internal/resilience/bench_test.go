@@ -34,6 +34,22 @@ func BenchmarkDo(b *testing.B) {
 	})
 }
 
+// BenchmarkDoAutoTimeout is the common path with an adaptive sub-budget:
+// one more atomic load for the budget and one for the once-a-second look.
+func BenchmarkDoAutoTimeout(b *testing.B) {
+	g, err := New("bench", Config{AutoTimeout: true, Bulkhead: BulkheadConfig{MaxConcurrent: 1 << 20}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Do(ctx, g, noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkWithTimeoutAlone(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()

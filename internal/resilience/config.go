@@ -30,6 +30,19 @@ type Config struct {
 	// Default 50ms (the background reading's 500ms is for multi-second pages;
 	// ours has 1500ms in all).
 	TimeoutMargin time.Duration `yaml:"timeout_margin" json:"timeout_margin"`
+
+	// AutoTimeout (YAML "timeout: auto", see TimeoutSetting) makes the
+	// sub-budget follow the recommendation, max(3×P99, 2×P99.9) + margin
+	// over successful calls, between TimeoutMin and TimeoutMax. Timeout is
+	// then where it starts. Off by default: opt in per dependency.
+	AutoTimeout bool `yaml:"-" json:"auto_timeout"`
+	// TimeoutMin is the least an adaptive sub-budget may shrink to; default
+	// 10ms. Ignored unless AutoTimeout.
+	TimeoutMin time.Duration `yaml:"timeout_min" json:"timeout_min"`
+	// TimeoutMax is the most an adaptive sub-budget may grow to; default 0
+	// means Timeout. It must leave the page's reserve (config checks it
+	// against the deadline, as it does timeout). Ignored unless AutoTimeout.
+	TimeoutMax time.Duration `yaml:"timeout_max" json:"timeout_max"`
 }
 
 // BulkheadConfig bounds concurrent calls to the dependency.
@@ -62,8 +75,20 @@ type BreakerConfig struct {
 	// SlowCallPercent of slow calls that opens it; default 0 means 100
 	// (slow calls alone never open it unless every call is slow).
 	SlowCallPercent float64 `yaml:"slow_call_percent" json:"slow_call_percent"`
-	// SleepWindow is how long it stays open before probing; default 5s.
+	// ConsecutiveFailures in a row (failures and timeouts, no success in
+	// between) open it at once, whatever the window holds; default 10. The
+	// window alone is slow to see a hang: 10 s of healthy history must be
+	// outvoted first. Ten in a row takes half a second at 20 calls/s, while
+	// noise rarely strings ten together (5 % stalls: 0.05^10 ≈ 1e-13).
+	ConsecutiveFailures int `yaml:"consecutive_failures" json:"consecutive_failures"`
+	// SleepWindow is how long it stays open before the first probe; default
+	// 500ms. Each failed probe doubles it, up to MaxSleepWindow, so a quick
+	// blip recovers quickly and a long outage is not hammered.
 	SleepWindow time.Duration `yaml:"sleep_window" json:"sleep_window"`
+	// MaxSleepWindow caps the growing sleep window; default 5s. A
+	// SleepWindow above it is kept as it is and does not grow (a file that
+	// sets only sleep_window: 10s means what it says).
+	MaxSleepWindow time.Duration `yaml:"max_sleep_window" json:"max_sleep_window"`
 	// HalfOpenProbes admitted while half-open; all must succeed to close.
 	// Default 1.
 	HalfOpenProbes int `yaml:"half_open_probes" json:"half_open_probes"`
@@ -73,8 +98,9 @@ type BreakerConfig struct {
 type RetryConfig struct {
 	// MaxAttempts per call, the first one included; default 2. 1 disables retries.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
-	// Backoff before the first retry, doubled after each, with full jitter;
-	// default 10ms.
+	// Backoff before the first retry, doubled before each further one up to
+	// MaxBackoff; the wait is drawn uniformly from (0, backoff] (full jitter)
+	// so callers do not retry in step. Default 10ms.
 	Backoff time.Duration `yaml:"backoff" json:"backoff"`
 	// MaxBackoff caps the backoff; default 100ms.
 	MaxBackoff time.Duration `yaml:"max_backoff" json:"max_backoff"`
@@ -117,13 +143,16 @@ func (c Config) WithDefaults() Config {
 	def(&c.Timeout, time.Second)
 	def(&c.TimeoutMargin, 50*time.Millisecond)
 	def(&c.FallbackTimeout, 80*time.Millisecond)
+	def(&c.TimeoutMin, 10*time.Millisecond)
 	defInt(&c.Bulkhead.MaxConcurrent, 50)
 	def(&c.Breaker.Window, 10*time.Second)
 	defInt(&c.Breaker.Buckets, 10)
 	defInt(&c.Breaker.MinRequests, 20)
 	defF(&c.Breaker.ErrorPercent, 50)
 	defF(&c.Breaker.SlowCallPercent, 100)
-	def(&c.Breaker.SleepWindow, 5*time.Second)
+	defInt(&c.Breaker.ConsecutiveFailures, 10)
+	def(&c.Breaker.SleepWindow, 500*time.Millisecond)
+	def(&c.Breaker.MaxSleepWindow, 5*time.Second)
 	defInt(&c.Breaker.HalfOpenProbes, 1)
 	defInt(&c.Retry.MaxAttempts, 2)
 	def(&c.Retry.Backoff, 10*time.Millisecond)
@@ -133,6 +162,14 @@ func (c Config) WithDefaults() Config {
 	defF(&c.Hedge.Percentile, 95)
 	def(&c.Hedge.MinDelay, 20*time.Millisecond)
 	return c
+}
+
+// timeoutMax is the effective ceiling of an adaptive sub-budget.
+func (c *Config) timeoutMax() time.Duration {
+	if c.TimeoutMax > 0 {
+		return c.TimeoutMax
+	}
+	return c.Timeout
 }
 
 // slowCallDuration is the effective slow-call threshold.
@@ -158,6 +195,14 @@ func (c Config) Validate() error {
 	}
 	if c.TimeoutMargin < 0 {
 		bad("timeout_margin", "must not be negative, got %v", c.TimeoutMargin)
+	}
+	if c.TimeoutMin <= 0 {
+		bad("timeout_min", "must be positive, got %v", c.TimeoutMin)
+	}
+	if c.TimeoutMax < 0 {
+		bad("timeout_max", "must not be negative, got %v", c.TimeoutMax)
+	} else if c.AutoTimeout && c.TimeoutMin > c.timeoutMax() {
+		bad("timeout_min", "must not exceed timeout_max (%v), got %v", c.timeoutMax(), c.TimeoutMin)
 	}
 	if c.Bulkhead.MaxConcurrent < 1 {
 		bad("bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)
@@ -188,6 +233,12 @@ func (c Config) Validate() error {
 	}
 	if b.SleepWindow <= 0 {
 		bad("breaker.sleep_window", "must be positive, got %v", b.SleepWindow)
+	}
+	if b.ConsecutiveFailures < 1 {
+		bad("breaker.consecutive_failures", "must be at least 1, got %d", b.ConsecutiveFailures)
+	}
+	if b.MaxSleepWindow <= 0 {
+		bad("breaker.max_sleep_window", "must be positive, got %v", b.MaxSleepWindow)
 	}
 	if b.HalfOpenProbes < 1 {
 		bad("breaker.half_open_probes", "must be at least 1, got %d", b.HalfOpenProbes)

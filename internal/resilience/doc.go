@@ -33,18 +33,44 @@
 //
 // # Breaker
 //
-// A rolling window (default 10 s in 10 buckets) counts outcomes. The breaker
-// opens when the window holds at least MinRequests calls and either failures
-// plus timeouts, or slow calls, reach their percentage. It stays open for the
-// sleep window, then admits HalfOpenProbes probes: all must succeed to close
-// it, one failure re-opens it. Operators can force it open or closed. State is
-// per process: each instance judges its dependencies by what it has seen.
+// Two rules open it. ConsecutiveFailures (default 10) failures or timeouts in
+// a row, with no answer in between, open it at once: that sees a hang or a
+// hard failure within a second at 20 calls/s and above, where a rolling
+// window full of healthy history would take seconds, while noise almost
+// never strings ten together (5 % stalls: 0.05^10 ≈ 1e-13 per run). Beside
+// it a rolling window (default 10 s in 10 buckets) opens it when it holds at
+// least MinRequests calls and either failures plus timeouts, or slow calls,
+// reach their percentage.
+//
+// Open, it sleeps SleepWindow (default 500ms), then admits HalfOpenProbes
+// probes: all must succeed to close it, one failure re-opens it for twice
+// the sleep, up to MaxSleepWindow (default 5s): 0.5, 1, 2, 4, 5, 5 s… A
+// re-open within a window of the last close keeps growing the sleep (a
+// flapping dependency); a recovery that lasted a window starts over.
+// Operators can force it open or closed. State is per process: each
+// instance judges its dependencies by what it has seen.
+//
+// # Retries
+//
+// The backoff before retry k is drawn from (0, min(Backoff×2^(k-1),
+// MaxBackoff)] (full jitter), and a retry is made only if the sub-budget
+// left holds that wait plus a typical attempt.
+//
+// # Timeout advice
+//
+// Snapshot recommends max(3×P99, 2×P99.9) + TimeoutMargin over the window's
+// successful calls only (a timed-out call's latency is the budget, not the
+// dependency's), and nothing below AdvisorMinSuccesses of them. With
+// AutoTimeout the sub-budget follows that rule, within TimeoutMin and
+// TimeoutMax, smoothly, and never upwards on the strength of a hang.
 //
 // # Cost
 //
-// A call on the common path is one atomic load for the breaker, one atomic
-// add for the bulkhead, one context.WithDeadline, two clock reads and a few
-// striped atomic adds for the statistics: no goroutine, no lock, and no
+// A call on the common path is two atomic loads for the breaker (its state
+// and its run of failures, written only when a failure starts or ends one),
+// one atomic add for the bulkhead, one context.WithDeadline, two clock reads
+// and a few striped atomic adds for the statistics (an adaptive sub-budget
+// adds two loads): no goroutine, no lock, and no
 // allocation beyond the deadline context's (none at all when the caller's
 // deadline is the tighter one). See docs/benchmarks.md.
 //

@@ -54,6 +54,10 @@ type Option func(*Guard)
 // WithClock injects a clock (tests).
 func WithClock(c Clock) Option { return func(g *Guard) { g.clock = c } }
 
+// WithRandom injects the source of retry jitter (tests): it returns a
+// uniform value in [0, n). The default is math/rand/v2's Int64N.
+func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN = f } }
+
 // WithListener sets the listener told of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
@@ -73,6 +77,7 @@ type Guard struct {
 	clock     Clock
 	realClock bool // clock is SystemClock: one time.Now serves both uses
 	listener  Listener
+	randN     func(n int64) int64
 	cur       atomic.Pointer[settings]
 	bulkhead  bulkhead
 	breaker   breaker
@@ -88,6 +93,11 @@ type Guard struct {
 	statsAt   atomic.Int64 // unix nanos of the last refresh
 	typical   atomic.Int64 // P50 attempt latency, ns
 	hedgeWait atomic.Int64 // observed latency at the hedge percentile, ns
+
+	// The adaptive sub-budget (Config.AutoTimeout), see adapt.
+	autoMu sync.Mutex
+	autoTO atomic.Int64 // ns
+	autoAt atomic.Int64 // unix nanos of the last look
 }
 
 const refreshEvery = 100 * time.Millisecond
@@ -95,7 +105,7 @@ const refreshEvery = 100 * time.Millisecond
 // New builds a guard for the named dependency. cfg's zero fields take their
 // defaults; an invalid cfg is an error naming the setting.
 func New(name string, cfg Config, opts ...Option) (*Guard, error) {
-	g := &Guard{name: name, clock: SystemClock{}}
+	g := &Guard{name: name, clock: SystemClock{}, randN: rand.Int64N}
 	for _, o := range opts {
 		o(g)
 	}
@@ -133,6 +143,15 @@ func (g *Guard) Reconfigure(cfg Config) error {
 		s.window = newWindow(cfg.Breaker.Window, cfg.Breaker.Buckets)
 	}
 	g.bulkhead.capacity.Store(int64(cfg.Bulkhead.MaxConcurrent))
+	if cfg.AutoTimeout {
+		// Turning it on starts from the configured timeout; a change of
+		// bounds keeps the value learnt so far, brought within them.
+		from := time.Duration(g.autoTO.Load())
+		if old == nil || !old.cfg.AutoTimeout {
+			from = cfg.Timeout
+		}
+		g.autoTO.Store(int64(min(max(from, cfg.TimeoutMin), cfg.timeoutMax())))
+	}
 	g.cur.Store(s)
 	return nil
 }
@@ -164,6 +183,10 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 	// Budget first: a call with no time left should not take a slot or a
 	// probe only to be cancelled.
 	budget := cfg.Timeout
+	if cfg.AutoTimeout {
+		g.adapt(s, start)
+		budget = time.Duration(g.autoTO.Load())
+	}
 	clamped := false // the caller's deadline, not the sub-budget, bounds this call
 	if dl, ok := ctx.Deadline(); ok {
 		if left := dl.Sub(realStart); left <= budget {
@@ -227,7 +250,7 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 			}
 			v, err, kind = attempt(ctx, cctx, g, s, attempts, false, t, at, fn)
 		}
-		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s) {
+		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s, attempts) {
 			break
 		}
 	}
@@ -246,6 +269,13 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 	v, err := fn(cctx)
 	end := g.now(start)
 	kind := classify(ctx, cctx, err)
+	g.settle(ctx, s, n, hedge, t, kind, start, end, err)
+	return v, err, kind
+}
+
+// settle records a finished attempt, feeds the breaker and tells the
+// listener. The detection simulation (sim_test.go) calls it directly.
+func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ticket, kind Kind, start, end time.Time, err error) {
 	lat := end.Sub(start)
 	// A call cut short by the caller tells us nothing about the dependency.
 	if kind != KindDeadline {
@@ -257,10 +287,12 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 		if hedge {
 			s.window.add(end, cHedge)
 		}
+		bad := kind == KindFailure || kind == KindTimeout
+		good := kind == KindSuccess || kind == KindBadRequest // the dependency answered
 		if t.probe {
-			g.notifyState(g.breaker.onProbeDone(t, kind == KindSuccess || kind == KindBadRequest, false, end, &s.cfg.Breaker))
-		} else if (kind == KindFailure || kind == KindTimeout || slow) && Force(g.breaker.force.Load()) == ForceNone {
-			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker))
+			g.notifyState(g.breaker.onProbeDone(t, good, false, end, &s.cfg.Breaker))
+		} else if tripped := g.breaker.onResult(bad, good, &s.cfg.Breaker); (bad || slow) && Force(g.breaker.force.Load()) == ForceNone {
+			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker, tripped))
 		}
 	} else if t.probe {
 		g.notifyState(g.breaker.onProbeDone(t, false, true, end, &s.cfg.Breaker))
@@ -268,7 +300,6 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 	if g.listener != nil {
 		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Attempt: n, Hedge: hedge, Probe: t.probe, Start: start, Duration: lat, Err: err})
 	}
-	return v, err, kind
 }
 
 // classify turns fn's result into a kind. Whose clock ran out matters: the
@@ -301,10 +332,11 @@ func classify(ctx, cctx context.Context, err error) Kind {
 	return k
 }
 
-// mayRetry reports whether another attempt is worth making: the breaker is
-// not open, the retry budget over the window has room, and the remaining
-// sub-budget can hold a backoff plus a typical attempt. It waits the backoff.
-func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
+// mayRetry reports whether another attempt is worth making after the
+// attempts made so far: the breaker is not open, the retry budget over the
+// window has room, and the remaining sub-budget can hold the backoff plus a
+// typical attempt. It waits the backoff.
+func (g *Guard) mayRetry(cctx context.Context, s *settings, made int) bool {
 	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
 		return false
 	}
@@ -312,9 +344,9 @@ func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
 	if !g.retryBudgetLeft(s, now) {
 		return false
 	}
-	backoff := s.cfg.Retry.Backoff
+	backoff := g.backoff(&s.cfg.Retry, made)
 	if backoff > 0 {
-		backoff = time.Duration(rand.Int64N(int64(backoff)) + 1) // full jitter
+		backoff = time.Duration(g.randN(int64(backoff)) + 1) // full jitter: (0, backoff]
 	}
 	if dl, ok := cctx.Deadline(); ok && time.Until(dl) < backoff+g.typicalLatency(s, now) {
 		return false
@@ -330,6 +362,16 @@ func (g *Guard) mayRetry(cctx context.Context, s *settings) bool {
 	case <-cctx.Done():
 		return false
 	}
+}
+
+// backoff is the ceiling of the wait before the retry that follows attempt
+// made: Backoff, doubled for each retry before it, capped at MaxBackoff.
+func (g *Guard) backoff(r *RetryConfig, made int) time.Duration {
+	d := r.Backoff
+	for i := 1; i < made && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.MaxBackoff)
 }
 
 // retryBudgetLeft: retries and hedges in the window stay under BudgetPercent
@@ -351,7 +393,7 @@ func (g *Guard) refreshStats(s *settings, now time.Time) {
 		return // someone else is refreshing; their figures will do
 	}
 	defer g.statsMu.Unlock()
-	h := s.window.histogram(now)
+	h := s.window.histogram(now, false)
 	g.typical.Store(int64(h.quantile(0.5)))
 	g.hedgeWait.Store(int64(h.quantile(s.cfg.Hedge.Percentile / 100)))
 	g.statsAt.Store(now.UnixNano())
@@ -375,6 +417,14 @@ func (g *Guard) now(since time.Time) time.Time {
 		return since.Add(time.Since(since))
 	}
 	return g.clock.Now()
+}
+
+// timeout is the sub-budget in force: the adaptive one when it is on.
+func (g *Guard) timeout(s *settings) time.Duration {
+	if s.cfg.AutoTimeout {
+		return time.Duration(g.autoTO.Load())
+	}
+	return s.cfg.Timeout
 }
 
 // maxWait is how long a call may queue for a slot.

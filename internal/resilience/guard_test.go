@@ -14,10 +14,17 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type recorder struct {
-	mu      sync.Mutex
-	events  []Event
-	changes []StateChange
-	onState func(StateChange)
+	mu       sync.Mutex
+	events   []Event
+	changes  []StateChange
+	timeouts []TimeoutChange
+	onState  func(StateChange)
+}
+
+func (r *recorder) OnTimeoutChange(c TimeoutChange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.timeouts = append(r.timeouts, c)
 }
 
 func (r *recorder) OnEvent(_ context.Context, e Event) {
@@ -492,7 +499,7 @@ func TestRetryBudgetBoundsAttemptsDuringAnOutage(t *testing.T) {
 	clk.auto = true
 	cfg := Config{
 		Retry:   RetryConfig{MaxAttempts: 3, BudgetPercent: 20, BudgetMin: 5},
-		Breaker: BreakerConfig{MinRequests: 1_000_000}, // keep it closed: test the budget alone
+		Breaker: BreakerConfig{MinRequests: 1_000_000, ConsecutiveFailures: 1_000_000}, // keep it closed: test the budget alone
 	}
 	g := mustGuard(t, cfg, WithClock(clk))
 	attempts := 0
@@ -630,35 +637,106 @@ func TestReconfigureWhileInFlight(t *testing.T) {
 	}
 }
 
-func TestSnapshotAndRecommendedTimeout(t *testing.T) {
-	clk := newFakeClock()
-	g := mustGuard(t, Config{
-		Timeout: 50 * time.Millisecond,
-		Retry:   RetryConfig{MaxAttempts: 1},
-		Breaker: BreakerConfig{Window: time.Minute},
-	}, WithClock(clk))
-	for i := range 1000 {
-		d := 20 * time.Millisecond
-		if i%100 == 0 {
-			d = 40 * time.Millisecond // a 1% tail
+// feed settles n attempts of the given kind and latency as if they had
+// just finished, the way Do does: the advisor tests need thousands of calls
+// inside one window, which a sequential fake clock could not fit.
+func feed(g *Guard, n int, kind Kind, lat time.Duration) {
+	s := g.cur.Load()
+	for range n {
+		end := g.clock.Now()
+		g.settle(context.Background(), s, 1, false, ticket{}, kind, end.Add(-lat), end, nil)
+	}
+}
+
+// healthyBaseline: 1000 calls, 99 % at 20 ms and a 1 % tail at 40 ms.
+func healthyBaseline(g *Guard) {
+	feed(g, 990, KindSuccess, 20*time.Millisecond)
+	feed(g, 10, KindSuccess, 40*time.Millisecond)
+}
+
+func TestAdvisor(t *testing.T) {
+	logistics := Config{Timeout: 500 * time.Millisecond}
+	const deadline = 1500 * time.Millisecond
+
+	t.Run("healthy baseline", func(t *testing.T) {
+		g := mustGuard(t, logistics, WithClock(newFakeClock()))
+		feed(g, AdvisorMinSuccesses-1, KindSuccess, 20*time.Millisecond)
+		if s := g.Snapshot(deadline); s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
+			t.Fatalf("%d successes: recommended %v %v, warnings %q; want none yet", AdvisorMinSuccesses-1, s.Recommended, s.RecommendedTimeout, s.Warnings)
 		}
-		Do(context.Background(), g, func(context.Context) (string, error) { clk.Advance(d); return "ok", nil })
-	}
-	Do(context.Background(), g, fail)
-	s := g.Snapshot(100 * time.Millisecond)
-	if s.Counts["success"] != 1000 || s.Counts["failure"] != 1 {
-		t.Fatalf("counts %v", s.Counts)
-	}
-	within := func(got, want time.Duration) bool { return got >= want && got <= want*9/8 }
-	if !within(s.Latency.P50, 20*time.Millisecond) || !within(s.Latency.P999, 40*time.Millisecond) {
-		t.Fatalf("latency %+v", s.Latency)
-	}
-	if s.RecommendedTimeout < 3*s.Latency.P99 || s.RecommendedTimeout < 2*s.Latency.P999 {
-		t.Fatalf("recommended %v for %+v", s.RecommendedTimeout, s.Latency)
-	}
-	if len(s.Warnings) != 1 {
-		t.Fatalf("want the does-not-fit-the-deadline warning, got %q", s.Warnings)
-	}
+		healthyBaseline(g)
+		s := g.Snapshot(deadline)
+		// P99 ≈ 20.5 ms, P99.9 ≈ 41 ms (bin upper bounds): max(61, 82) + 50.
+		if !s.Recommended || s.RecommendedTimeout != 132*time.Millisecond {
+			t.Fatalf("recommended %v %v for %+v", s.Recommended, s.RecommendedTimeout, s.SuccessLatency)
+		}
+		if len(s.Warnings) != 0 {
+			t.Fatalf("warnings %q on a healthy dependency with a generous timeout", s.Warnings)
+		}
+	})
+
+	t.Run("hang", func(t *testing.T) {
+		// The issue: logistics hung, one timed-out call in the window. Its
+		// 500 ms is the budget, not the dependency's latency.
+		g := mustGuard(t, logistics, WithClock(newFakeClock()))
+		feed(g, 1, KindTimeout, 500*time.Millisecond)
+		s := g.Snapshot(deadline)
+		if s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
+			t.Fatalf("one timeout: recommended %v %v, warnings %q", s.Recommended, s.RecommendedTimeout, s.Warnings)
+		}
+		// After a healthy baseline: the hang opens the breaker, the advice
+		// stays what the successes say and nothing claims healthy calls
+		// are cut off.
+		g = mustGuard(t, logistics, WithClock(newFakeClock()))
+		healthyBaseline(g)
+		before := g.Snapshot(deadline).RecommendedTimeout
+		feed(g, 50, KindTimeout, 500*time.Millisecond)
+		s = g.Snapshot(deadline)
+		if s.Breaker != StateOpen {
+			t.Fatalf("breaker %v after 50 timeouts in a row", s.Breaker)
+		}
+		if s.RecommendedTimeout != before || len(s.Warnings) != 0 {
+			t.Fatalf("during a hang: recommended %v (before %v), warnings %q", s.RecommendedTimeout, before, s.Warnings)
+		}
+		// Failures dominating with the breaker forced closed: still no advice.
+		g.ForceBreaker(ForceClosed)
+		feed(g, 2000, KindTimeout, 500*time.Millisecond)
+		if s := g.Snapshot(deadline); len(s.Warnings) != 0 {
+			t.Fatalf("failures dominate: warnings %q", s.Warnings)
+		}
+	})
+
+	t.Run("slow shift", func(t *testing.T) {
+		clk := newFakeClock()
+		g := mustGuard(t, logistics, WithClock(clk))
+		healthyBaseline(g)
+		clk.Advance(11 * time.Second) // the baseline leaves the window
+		// Latency shifts to 300 ms with a 330 ms tail; nothing times out.
+		feed(g, 990, KindSuccess, 300*time.Millisecond)
+		feed(g, 10, KindSuccess, 330*time.Millisecond)
+		s := g.Snapshot(deadline)
+		if !s.Recommended || s.RecommendedTimeout < 3*300*time.Millisecond || s.RecommendedTimeout%time.Millisecond != 0 {
+			t.Fatalf("recommended %v for %+v", s.RecommendedTimeout, s.SuccessLatency)
+		}
+		if len(s.Warnings) != 1 || contains(s.Warnings[0], "cut off") || !contains(s.Warnings[0], "below the recommended") {
+			t.Fatalf("warnings %q: want only that the timeout is tighter than the rule", s.Warnings)
+		}
+		// It shifts further: 2 % now run past the budget while successes
+		// crowd up to it (below the 400 ms slow-call mark, so the breaker
+		// stays closed). Those are healthy calls cut off, and it says so.
+		clk.Advance(11 * time.Second)
+		for range 20 {
+			feed(g, 49, KindSuccess, 380*time.Millisecond)
+			feed(g, 1, KindTimeout, 500*time.Millisecond)
+		}
+		s = g.Snapshot(1200 * time.Millisecond) // a page whose deadline the advice no longer fits
+		if s.Breaker != StateClosed || len(s.Warnings) == 0 || !contains(s.Warnings[0], "healthy calls are being cut off") {
+			t.Fatalf("breaker %v, warnings %q: want the cut-off warning", s.Breaker, s.Warnings)
+		}
+		if !contains(s.Warnings[len(s.Warnings)-1], "does not fit the request deadline") {
+			t.Fatalf("warnings %q: want the deadline warning too (recommended %v)", s.Warnings, s.RecommendedTimeout)
+		}
+	})
 }
 
 func TestConfigValidateNamesKey(t *testing.T) {
@@ -696,4 +774,38 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// The backoff before retry k is drawn from (0, min(backoff×2^(k-1),
+// max_backoff)]: with the random source pinned to its top the waits are the
+// ceilings themselves, with it pinned to the middle they are half.
+func TestRetryBackoffGrowsToItsCap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rnd  func(n int64) int64
+		want string
+	}{
+		{"ceilings", func(n int64) int64 { return n - 1 }, "[10ms 20ms 40ms 80ms 100ms 100ms]"},
+		{"half", func(n int64) int64 { return n/2 - 1 }, "[5ms 10ms 20ms 40ms 50ms 50ms]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			clk.auto = true // a backoff timer fires at once and moves the clock by its wait
+			rec := &recorder{}
+			g := mustGuard(t, Config{
+				Retry:   RetryConfig{MaxAttempts: 7, BudgetMin: 100}, // default backoff 10ms, max_backoff 100ms
+				Breaker: BreakerConfig{ConsecutiveFailures: 100},
+			}, WithClock(clk), WithListener(rec), WithRandom(tc.rnd))
+			Do(context.Background(), g, fail)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			var waits []time.Duration
+			for i := 1; i < len(rec.events); i++ {
+				waits = append(waits, rec.events[i].Start.Sub(rec.events[i-1].Start))
+			}
+			if got := fmt.Sprint(waits); got != tc.want {
+				t.Fatalf("waits %s, want %s", got, tc.want)
+			}
+		})
+	}
 }

@@ -109,7 +109,7 @@ func TestPropertyRetriesWithinBudget(t *testing.T) {
 		clk.auto = true
 		g, err := New("p", Config{
 			Retry:   RetryConfig{MaxAttempts: attempts, BudgetPercent: percent, BudgetMin: minimum},
-			Breaker: BreakerConfig{MinRequests: 1 << 30},
+			Breaker: BreakerConfig{MinRequests: 1 << 30, ConsecutiveFailures: 1 << 30},
 		}, WithClock(clk))
 		if err != nil {
 			t.Fatal(err)

@@ -91,9 +91,18 @@ const stripes = 4
 
 type stripe struct {
 	counts [numCounters]atomic.Int64
-	hist   [numBins]atomic.Uint32
-	_      [64]byte // keep neighbouring stripes off this cache line
+	// hist[histOK] holds successful attempts, hist[histOther] the rest:
+	// the timeout advisor must see only successes (a timed-out call's
+	// latency is the budget, not the dependency's), while the latency
+	// figures and the retry rule see every attempt. One add either way.
+	hist [2][numBins]atomic.Uint32
+	_    [64]byte // keep neighbouring stripes off this cache line
 }
+
+const (
+	histOK = iota
+	histOther
+)
 
 type bucket struct {
 	epoch   atomic.Int64 // which bucket-interval since the Unix epoch this holds
@@ -135,8 +144,10 @@ func (w *window) rotate(b *bucket, idx int64) {
 		for c := range b.stripes[s].counts {
 			b.stripes[s].counts[c].Store(0)
 		}
-		for i := range b.stripes[s].hist {
-			b.stripes[s].hist[i].Store(0)
+		for h := range b.stripes[s].hist {
+			for i := range b.stripes[s].hist[h] {
+				b.stripes[s].hist[h][i].Store(0)
+			}
 		}
 	}
 	b.epoch.Store(idx)
@@ -155,7 +166,11 @@ func (w *window) record(now time.Time, c counter, slow bool, latency time.Durati
 	if slow {
 		s.counts[cSlow].Add(1)
 	}
-	s.hist[binOf(latency)].Add(1)
+	h := histOther
+	if c == cSuccess {
+		h = histOK
+	}
+	s.hist[h][binOf(latency)].Add(1)
 }
 
 // live reports whether bucket b belongs to the window ending at now and
@@ -194,7 +209,13 @@ type histogram struct {
 	total int64
 }
 
-func (w *window) histogram(now time.Time) *histogram {
+// histogram merges the live buckets' latencies: of successful attempts only
+// when okOnly, else of every attempt that reached the dependency.
+func (w *window) histogram(now time.Time, okOnly bool) *histogram {
+	kinds := []int{histOK, histOther}
+	if okOnly {
+		kinds = kinds[:1]
+	}
 	h := new(histogram)
 	nowIdx := now.UnixNano() / w.bucketDur
 	for i := range w.buckets {
@@ -203,10 +224,12 @@ func (w *window) histogram(now time.Time) *histogram {
 			continue
 		}
 		for st := range b.stripes {
-			for j := range h.bins {
-				n := int64(b.stripes[st].hist[j].Load())
-				h.bins[j] += n
-				h.total += n
+			for _, k := range kinds {
+				for j := range h.bins {
+					n := int64(b.stripes[st].hist[k][j].Load())
+					h.bins[j] += n
+					h.total += n
+				}
 			}
 		}
 	}

@@ -21,14 +21,17 @@ type Dependency struct {
 	// Breaker is CLOSED, OPEN, HALF_OPEN, FORCED_OPEN or FORCED_CLOSED.
 	Breaker string `json:"breaker"`
 	// Counts per event name over the rolling window.
-	Counts               map[string]int64 `json:"counts"`
-	ErrorPercent         float64          `json:"error_percent"`
-	LatencyMS            Latency          `json:"latency_ms"`
-	Bulkhead             Bulkhead         `json:"bulkhead"`
-	TimeoutMS            float64          `json:"timeout_ms"`
-	RecommendedTimeoutMS float64          `json:"recommended_timeout_ms"`
-	WindowMS             int64            `json:"window_ms"`
-	Warnings             []string         `json:"warnings"`
+	Counts       map[string]int64 `json:"counts"`
+	ErrorPercent float64          `json:"error_percent"`
+	// LatencyMS covers every attempt that reached the dependency.
+	LatencyMS Latency  `json:"latency_ms"`
+	Bulkhead  Bulkhead `json:"bulkhead"`
+	TimeoutMS float64  `json:"timeout_ms"`
+	// RecommendedTimeoutMS comes from successful calls only, in whole
+	// milliseconds; null while the window holds too few to judge.
+	RecommendedTimeoutMS *float64 `json:"recommended_timeout_ms"`
+	WindowMS             int64    `json:"window_ms"`
+	Warnings             []string `json:"warnings"`
 }
 
 // Latency percentiles in milliseconds over the rolling window.
@@ -67,7 +70,7 @@ func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Re
 			},
 			Bulkhead:             Bulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
 			TimeoutMS:            ms(s.Timeout),
-			RecommendedTimeoutMS: ms(s.RecommendedTimeout),
+			RecommendedTimeoutMS: recommended(s),
 			WindowMS:             g.Config().Breaker.Window.Milliseconds(),
 			Warnings:             warnings,
 		})
@@ -76,3 +79,13 @@ func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Re
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// recommended is the advice in whole milliseconds, or nil (JSON null)
+// while there is none.
+func recommended(s resilience.Snapshot) *float64 {
+	if !s.Recommended {
+		return nil
+	}
+	v := float64(s.RecommendedTimeout.Milliseconds())
+	return &v
+}

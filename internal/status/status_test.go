@@ -61,3 +61,50 @@ func TestBuild(t *testing.T) {
 		}
 	}
 }
+
+// recommended_timeout_ms is null (the key present) while a dependency has too
+// few successful calls, e.g. the only one timed out; then a whole number of
+// milliseconds from the successes alone.
+func TestRecommendedTimeoutNullThenWholeMilliseconds(t *testing.T) {
+	g, err := resilience.New("logistics", resilience.Config{Timeout: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hang := func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() }
+	if _, err := resilience.Do(context.Background(), g, hang); !errors.Is(err, resilience.ErrTimeout) {
+		t.Fatalf("err %v", err)
+	}
+	field := func() any {
+		raw, err := json.Marshal(Build(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Dependencies []map[string]any `json:"dependencies"`
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		v, ok := doc.Dependencies[0]["recommended_timeout_ms"]
+		if !ok {
+			t.Fatal("recommended_timeout_ms missing")
+		}
+		return v
+	}
+	if v := field(); v != nil {
+		t.Fatalf("after one timed-out call: recommended_timeout_ms %v, want null", v)
+	}
+	if w := Build(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}).Dependencies[0].Warnings; len(w) != 0 {
+		t.Fatalf("warnings %q from a censored sample", w)
+	}
+	if err := g.Reconfigure(resilience.Config{Timeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for range resilience.AdvisorMinSuccesses {
+		resilience.Do(context.Background(), g, func(context.Context) (int, error) { return 1, nil })
+	}
+	v, ok := field().(float64)
+	if !ok || v <= 0 || v != float64(int64(v)) {
+		t.Fatalf("recommended_timeout_ms %v, want a whole number of ms", field())
+	}
+}
