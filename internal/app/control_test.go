@@ -74,7 +74,7 @@ func TestReloadLogsOnlyChangesAndWarnsOnUndoingAdmin(t *testing.T) {
 	changed, _ := reloaded[0]["changed"].(map[string]any)
 	want := map[string]any{
 		"timeout":              map[string]any{"from": "250ms", "to": "300ms"},
-		"breaker.sleep_window": map[string]any{"from": "5s", "to": "7s"},
+		"breaker.sleep_window": map[string]any{"from": "500ms", "to": "7s"},
 	}
 	if got, _ := json.Marshal(changed); string(got) != string(must(json.Marshal(want))) {
 		t.Errorf("changed = %s, want %s", got, must(json.Marshal(want)))

@@ -451,7 +451,8 @@ func firstLoadReport(now time.Time, step int64) status.Report {
 			Warnings:     []string{},
 		}
 		if p.name == sim.ServiceCoupon {
-			d.RecommendedTimeoutMS = 148
+			rec := 148.0
+			d.RecommendedTimeoutMS = &rec
 		}
 		r.Dependencies = append(r.Dependencies, d)
 	}
@@ -477,7 +478,7 @@ func TestBrowserFirstLoadExplainsItself(t *testing.T) {
 	t.Cleanup(d.Close)
 
 	// The contract's advisor answers null, not 0, while it cannot judge;
-	// status.Report may not say null yet, so this stream does.
+	// this stream says so in the raw JSON, as /v1/resilience does.
 	stop := make(chan struct{})
 	nullSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/dashboard/events" {
