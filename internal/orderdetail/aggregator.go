@@ -63,6 +63,7 @@ type Aggregator struct {
 	now        func() time.Time
 	obs        Observer
 	throttle   *writeThrottle
+	gate       coreGate
 }
 
 // New builds an Aggregator.
@@ -110,6 +111,9 @@ func (a *Aggregator) Dependencies() []Dependency { return a.deps }
 // ErrOrderNotFound or ErrOrderUnavailable at once. Otherwise Get returns when
 // every section has settled; each is bounded by its sub-budget plus a cache
 // read, so the page never waits on a section that has already failed.
+//
+// While the order's breaker refuses calls, the order is resolved first, alone
+// (see coreGate): a page that can only be a 503 calls no other dependency.
 func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	pageCtx, cancelPage := context.WithCancel(ctx)
 	defer cancelPage()
@@ -123,10 +127,17 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	sections := make([]Section, len(a.deps))
 	liveAt := make([]time.Time, len(a.deps))
 	var wg sync.WaitGroup
-	for i := 1; i < len(a.deps); i++ {
-		wg.Go(func() { sections[i], liveAt[i] = a.resolve(work, pageCtx, a.deps[i], orderID) })
+	callOthers := func() {
+		for i := 1; i < len(a.deps); i++ {
+			wg.Go(func() { sections[i], liveAt[i] = a.resolve(work, pageCtx, a.deps[i], orderID) })
+		}
+	}
+	coreFirst := a.gate.coreFirst()
+	if !coreFirst {
+		callOthers() // the usual case: a slow order overlaps the others
 	}
 	sections[0], liveAt[0] = a.resolve(work, pageCtx, a.deps[0], orderID)
+	a.gate.settle(sections[0].Err)
 
 	core := sections[0]
 	if core.Body == nil {
@@ -136,6 +147,9 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 			return nil, fmt.Errorf("orderdetail: %s: %w", orderID, ErrOrderNotFound)
 		}
 		return nil, fmt.Errorf("orderdetail: %s: %w: %w", orderID, ErrOrderUnavailable, core.Err)
+	}
+	if coreFirst {
+		callOthers() // a cached order: the page can be served after all
 	}
 	wg.Wait()
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +67,8 @@ var (
 
 type fakes struct {
 	order, inventory, coupon, logistics behaviour
+	// calls counts the calls each fake received, whatever they answered.
+	orderCalls, otherCalls atomic.Int64
 }
 
 var sampleOrder = Order{ID: "o-1", UserID: "u-1", Status: "PAID", Items: []OrderItem{{SKU: "A", Quantity: 1}, {SKU: "B", Quantity: 2}}}
@@ -73,6 +76,7 @@ var sampleOrder = Order{ID: "o-1", UserID: "u-1", Status: "PAID", Items: []Order
 func intp(n int) *int { return &n }
 
 func (f *fakes) GetOrder(ctx context.Context, id string) (Order, error) {
+	f.orderCalls.Add(1)
 	if err := f.order(ctx); err != nil {
 		return Order{}, err
 	}
@@ -82,6 +86,7 @@ func (f *fakes) GetOrder(ctx context.Context, id string) (Order, error) {
 }
 
 func (f *fakes) GetInventory(ctx context.Context, _ string) (Inventory, error) {
+	f.otherCalls.Add(1)
 	if err := f.inventory(ctx); err != nil {
 		return Inventory{}, err
 	}
@@ -89,6 +94,7 @@ func (f *fakes) GetInventory(ctx context.Context, _ string) (Inventory, error) {
 }
 
 func (f *fakes) GetCoupons(ctx context.Context, _ string) (Coupons, error) {
+	f.otherCalls.Add(1)
 	if err := f.coupon(ctx); err != nil {
 		return Coupons{}, err
 	}
@@ -96,6 +102,7 @@ func (f *fakes) GetCoupons(ctx context.Context, _ string) (Coupons, error) {
 }
 
 func (f *fakes) GetLogistics(ctx context.Context, _ string) (Logistics, error) {
+	f.otherCalls.Add(1)
 	if err := f.logistics(ctx); err != nil {
 		return Logistics{}, err
 	}
@@ -109,15 +116,17 @@ type rig struct {
 	now   time.Time
 }
 
-func newRig(t *testing.T, cfgs map[string]resilience.Config) *rig {
+// newRig builds an aggregator over fakes, every guard built with cfgs[name]
+// (one attempt unless set) and opts.
+func newRig(t *testing.T, cfgs map[string]resilience.Config, opts ...resilience.Option) *rig {
 	t.Helper()
-	r := &rig{store: newFakeStore(), f: &fakes{healthy, healthy, healthy, healthy}, now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	r := &rig{store: newFakeStore(), f: &fakes{order: healthy, inventory: healthy, coupon: healthy, logistics: healthy}, now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	guard := func(name string) *resilience.Guard {
 		cfg := cfgs[name]
 		if cfg.Retry.MaxAttempts == 0 {
 			cfg.Retry.MaxAttempts = 1
 		}
-		g, err := resilience.New(name, cfg)
+		g, err := resilience.New(name, cfg, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
