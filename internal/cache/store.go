@@ -172,9 +172,10 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Get returns the newest entry for (dep, orderID) in one round trip bounded
-// by ctx. An absent or expired key, or a value that cannot be served
-// (undecodable, unknown version, as_of more than MaxFutureSkew ahead), is
-// orderdetail.ErrCacheMiss; the latter is also counted as Corrupt. Any other
+// by ctx. An absent or expired key is orderdetail.ErrCacheMiss; a value
+// that cannot be served (undecodable, unknown version, as_of more than
+// MaxFutureSkew ahead) is orderdetail.ErrCacheCorrupt, which matches
+// ErrCacheMiss, and is counted as Corrupt. Any other
 // failure is returned wrapped; when ctx ended it also matches ctx.Err().
 func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheEntry, error) {
 	k := key(s.cfg.KeyPrefix, dep, orderID)
@@ -186,7 +187,7 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 	if err != nil {
 		if isWrongType(err) {
 			s.record(EventCorrupt, dep)
-			return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
+			return orderdetail.CacheEntry{}, orderdetail.ErrCacheCorrupt
 		}
 		s.record(EventReadError, dep)
 		if cerr := contextErr(ctx); cerr != nil {
@@ -200,7 +201,7 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 	switch {
 	case err != nil:
 		s.record(EventCorrupt, dep)
-		return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
+		return orderdetail.CacheEntry{}, orderdetail.ErrCacheCorrupt
 	case !found:
 		s.record(EventMiss, dep)
 		return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss

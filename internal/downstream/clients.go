@@ -31,32 +31,42 @@ type API[T any] struct {
 	// what the service promises must fail with ErrMalformed: a page with
 	// invented values is worse than a degraded one.
 	Decode func(body []byte, orderID string) (T, error)
+	// DecodeCached checks and converts a last-good payload for orderID: T
+	// as JSON, as the aggregation stores it. It must apply Decode's field
+	// rules (share them, do not copy them) and fail with ErrMalformed for
+	// anything a live answer could not have been: the store is outside the
+	// process, and what it holds is served as the dependency's answer.
+	DecodeCached func(payload []byte, orderID string) (T, error)
 }
 
 // The four APIs of the order-detail page. decode.go checks every field.
 var (
 	OrderAPI = API[orderdetail.Order]{
-		Name:   DepOrder,
-		Path:   func(id string) string { return "/order/v1/orders/" + url.PathEscape(id) },
-		Decode: decodeOrder,
+		Name:         DepOrder,
+		Path:         func(id string) string { return "/order/v1/orders/" + url.PathEscape(id) },
+		Decode:       decodeOrder,
+		DecodeCached: decodeCachedOrder,
 	}
 	// InventoryAPI answers with a CONFIRMED status and per item a Status
 	// that follows StockStatus.
 	InventoryAPI = API[orderdetail.Inventory]{
-		Name:   DepInventory,
-		Path:   func(id string) string { return "/inventory/v1/orders/" + url.PathEscape(id) + "/stock" },
-		Decode: decodeInventory,
+		Name:         DepInventory,
+		Path:         func(id string) string { return "/inventory/v1/orders/" + url.PathEscape(id) + "/stock" },
+		Decode:       decodeInventory,
+		DecodeCached: decodeCachedInventory,
 	}
 	// CouponAPI answers with a non-nil Items.
 	CouponAPI = API[orderdetail.Coupons]{
-		Name:   DepCoupon,
-		Path:   func(id string) string { return "/coupon/v1/orders/" + url.PathEscape(id) + "/coupons" },
-		Decode: decodeCoupons,
+		Name:         DepCoupon,
+		Path:         func(id string) string { return "/coupon/v1/orders/" + url.PathEscape(id) + "/coupons" },
+		Decode:       decodeCoupons,
+		DecodeCached: decodeCachedCoupons,
 	}
 	LogisticsAPI = API[orderdetail.Logistics]{
-		Name:   DepLogistics,
-		Path:   func(id string) string { return "/logistics/v1/orders/" + url.PathEscape(id) + "/shipment" },
-		Decode: decodeLogistics,
+		Name:         DepLogistics,
+		Path:         func(id string) string { return "/logistics/v1/orders/" + url.PathEscape(id) + "/shipment" },
+		Decode:       decodeLogistics,
+		DecodeCached: decodeCachedLogistics,
 	}
 )
 
@@ -69,8 +79,8 @@ type Client[T any] struct {
 // NewClient returns a client of api at c.BaseURL, with its own transport
 // and connection pool.
 func NewClient[T any](api API[T], c Config) (*Client[T], error) {
-	if api.Name == "" || api.Path == nil || api.Decode == nil {
-		return nil, errors.New("downstream: an API needs a name, a path and a decoder")
+	if api.Name == "" || api.Path == nil || api.Decode == nil || api.DecodeCached == nil {
+		return nil, errors.New("downstream: an API needs a name, a path, a decoder and a decoder of its cached answers")
 	}
 	b, err := newBase(api.Name, c)
 	if err != nil {

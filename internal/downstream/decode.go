@@ -88,6 +88,11 @@ func decodeOrder(body []byte, orderID string) (orderdetail.Order, error) {
 	if err := unmarshal(body, &w); err != nil {
 		return orderdetail.Order{}, err
 	}
+	return orderRules(w, orderID)
+}
+
+// orderRules checks an order field by field, live or cached.
+func orderRules(w wireOrder, orderID string) (orderdetail.Order, error) {
 	var c Check
 	c.OrderID(Top("id"), w.ID, orderID)
 	o := orderdetail.Order{
@@ -162,6 +167,11 @@ func decodeInventory(body []byte, orderID string) (orderdetail.Inventory, error)
 	if err := unmarshal(body, &w); err != nil {
 		return orderdetail.Inventory{}, err
 	}
+	return stockRules(w, orderID)
+}
+
+// stockRules checks a stock answer field by field, live or cached.
+func stockRules(w wireStock, orderID string) (orderdetail.Inventory, error) {
 	var c Check
 	c.OrderID(Top("order_id"), w.OrderID, orderID)
 	c.List("items", w.Items == nil)
@@ -189,6 +199,11 @@ func decodeCoupons(body []byte, orderID string) (orderdetail.Coupons, error) {
 	if err := unmarshal(body, &w); err != nil {
 		return orderdetail.Coupons{}, err
 	}
+	return couponRules(w, orderID)
+}
+
+// couponRules checks a coupon answer field by field, live or cached.
+func couponRules(w wireCoupons, orderID string) (orderdetail.Coupons, error) {
 	var c Check
 	c.OrderID(Top("order_id"), w.OrderID, orderID)
 	c.List("coupons", w.Coupons == nil)
@@ -215,6 +230,11 @@ func decodeLogistics(body []byte, orderID string) (orderdetail.Logistics, error)
 	if err := unmarshal(body, &w); err != nil {
 		return orderdetail.Logistics{}, err
 	}
+	return shipmentRules(w, orderID)
+}
+
+// shipmentRules checks a shipment field by field, live or cached.
+func shipmentRules(w wireShipment, orderID string) (orderdetail.Logistics, error) {
 	var c Check
 	c.OrderID(Top("order_id"), w.OrderID, orderID)
 	l := orderdetail.Logistics{Status: c.Token(Top("status"), w.Status)}

@@ -199,19 +199,28 @@ type cachedSection struct {
 var errNoLastGood = errors.New("no last-good answer")
 
 // lastGood reads d's last good answer through the cache guard and checks
-// its age and shape.
+// its age, then its content with d's decoder: a cached answer is served only
+// if a live one like it would have been.
 func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string) (cachedSection, error) {
-	e, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (CacheEntry, error) {
+	type read struct {
+		e       CacheEntry
+		corrupt bool
+	}
+	r, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (read, error) {
 		e, err := a.store.Get(ctx, d.name, orderID)
 		if errors.Is(err, ErrCacheMiss) {
-			return CacheEntry{}, nil // a miss is a good answer from the store
+			// A miss is a good answer from the store, a corrupt entry too.
+			return read{corrupt: errors.Is(err, ErrCacheCorrupt)}, nil
 		}
-		return e, err
+		return read{e: e}, err
 	})
+	e := r.e
 	outcome := "hit"
 	switch {
 	case err != nil:
 		outcome = "error"
+	case r.corrupt:
+		outcome = "corrupt"
 	case e.Payload == nil:
 		outcome = "absent"
 	case a.now().Sub(e.AsOf) > d.MaxAge():
@@ -219,7 +228,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 	}
 	var body any
 	if outcome == "hit" {
-		if body, err = d.decode(e.Payload); err != nil {
+		if body, err = d.decode(e.Payload, orderID); err != nil {
 			outcome = "corrupt"
 		}
 	}
@@ -228,6 +237,9 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 		a.obs.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
 	}
 	if outcome != "hit" {
+		if err != nil && outcome == "corrupt" {
+			return cachedSection{}, fmt.Errorf("%s: %w (%s: %w)", d.name, errNoLastGood, outcome, err)
+		}
 		return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)
 	}
 	return cachedSection{body: body, asOf: e.AsOf}, nil

@@ -3,6 +3,7 @@ package orderdetail
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -22,9 +23,10 @@ var ErrNotFound = errors.New("not found")
 //
 // Implementations must be safe for concurrent use.
 type LastGood interface {
-	// Get returns the newest entry for (dep, orderID). A missing, expired or
-	// undecodable entry is ErrCacheMiss; any other error is a failure of the
-	// store itself. Get must honour ctx's deadline.
+	// Get returns the newest entry for (dep, orderID). A missing or expired
+	// entry is ErrCacheMiss, an undecodable one ErrCacheCorrupt (which
+	// matches ErrCacheMiss); any other error is a failure of the store
+	// itself. Get must honour ctx's deadline.
 	Get(ctx context.Context, dep, orderID string) (CacheEntry, error)
 	// Put hands an entry to the store without waiting: it must never block
 	// the caller. An entry older than the one stored must not replace it.
@@ -40,3 +42,9 @@ type CacheEntry struct {
 
 // ErrCacheMiss means the store has no servable entry.
 var ErrCacheMiss = errors.New("cache miss")
+
+// ErrCacheCorrupt is the ErrCacheMiss of a store that found an entry it
+// cannot read (a value of another type or version, an impossible as_of,
+// JSON that does not parse): counted apart, as a sign of tampering or of a
+// bug, rather than as an absent entry.
+var ErrCacheCorrupt = fmt.Errorf("%w: corrupt entry", ErrCacheMiss)

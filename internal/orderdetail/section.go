@@ -3,6 +3,7 @@ package orderdetail
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,8 @@ type Dependency struct {
 	guard   *resilience.Guard
 	maxAge  *atomic.Int64 // nanoseconds; shared by copies, changed at run time
 	fetch   func(ctx context.Context, orderID string) (any, error)
-	decode  func(payload []byte) (any, error)
+	// decode reads a last-good payload for an order (see CacheDecoder).
+	decode func(payload []byte, orderID string) (any, error)
 	// fallback builds the semantic default from the resolved order; nil for
 	// the core, which has none.
 	fallback func(Order) any
@@ -98,16 +100,41 @@ func newMaxAge(d time.Duration) *atomic.Int64 {
 	return a
 }
 
+// Option configures a dependency whose answer is a T.
+type Option[T any] func(*options[T])
+
+type options[T any] struct {
+	decode func(payload []byte, orderID string) (T, error)
+}
+
+// CacheDecoder makes the dependency read its last-good payloads (T as JSON,
+// as the aggregation writes them) with decode, which must check them as
+// strictly as a live answer: what the store holds is served as the
+// dependency's answer, and the store is outside the process. A payload
+// decode refuses is a cache miss counted as "corrupt". Without it a payload
+// is only unmarshalled (and the order's id checked).
+func CacheDecoder[T any](decode func(payload []byte, orderID string) (T, error)) Option[T] {
+	return func(o *options[T]) { o.decode = decode }
+}
+
+func decoderOf[T any](opts []Option[T], plain func(payload []byte, orderID string) (T, error)) func([]byte, string) (any, error) {
+	o := options[T]{decode: plain}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return func(payload []byte, orderID string) (any, error) { return o.decode(payload, orderID) }
+}
+
 // NewSection describes a degradable dependency whose answer is a T. fallback
 // must state "unknown" in the section's own terms — never a made-up fact.
 func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duration,
-	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T) Dependency {
+	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T, opts ...Option[T]) Dependency {
 	return Dependency{
 		name:     name,
 		guard:    guard,
 		maxAge:   newMaxAge(maxAge),
 		fetch:    func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
-		decode:   decodeAs[T],
+		decode:   decoderOf(opts, unmarshalAs[T]),
 		fallback: func(o Order) any { return fallback(o) },
 	}
 }
@@ -115,7 +142,7 @@ func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duratio
 // NewCore describes the order: the section without which there is no page.
 // fetch is called with the order id alone, like every section's; a 404 must
 // wrap ErrNotFound.
-func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error)) Dependency {
+func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error), opts ...Option[Order]) Dependency {
 	return Dependency{
 		name:    "order",
 		core:    true,
@@ -123,16 +150,29 @@ func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx conte
 		guard:   guard,
 		maxAge:  newMaxAge(maxAge),
 		fetch:   func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
-		decode:  decodeAs[Order],
+		decode:  decoderOf(opts, unmarshalOrder),
 	}
 }
 
-func decodeAs[T any](payload []byte) (any, error) {
+// errCorruptPayload marks a last-good payload that cannot be served.
+var errCorruptPayload = errors.New("corrupt last-good payload")
+
+func unmarshalAs[T any](payload []byte, _ string) (T, error) {
 	var v T
 	if err := json.Unmarshal(payload, &v); err != nil {
-		return nil, fmt.Errorf("decode cached %T: %w", v, err)
+		return v, fmt.Errorf("%w: %T: %w", errCorruptPayload, v, err)
 	}
 	return v, nil
+}
+
+// unmarshalOrder is the order's minimal check: whatever else a decoder
+// checks, a page must never show another order than the one asked for.
+func unmarshalOrder(payload []byte, orderID string) (Order, error) {
+	o, err := unmarshalAs[Order](payload, orderID)
+	if err == nil && o.ID != orderID {
+		err = fmt.Errorf("%w: order %q cached for %q", errCorruptPayload, o.ID, orderID)
+	}
+	return o, err
 }
 
 // The semantic defaults of the contract.

@@ -72,7 +72,7 @@ func CoreOf(api downstream.API[orderdetail.Order]) Builder {
 		if err != nil {
 			return orderdetail.Dependency{}, nil, err
 		}
-		return orderdetail.NewCore(g, maxAge, cl.Get), cl.Close, nil
+		return orderdetail.NewCore(g, maxAge, cl.Get, orderdetail.CacheDecoder(api.DecodeCached)), cl.Close, nil
 	}
 }
 
@@ -87,7 +87,7 @@ func SectionOf[T any](api downstream.API[T], fallback func(orderdetail.Order) T)
 		if err != nil {
 			return orderdetail.Dependency{}, nil, err
 		}
-		return orderdetail.NewSection(d.Section, g, maxAge, cl.Get, fallback), cl.Close, nil
+		return orderdetail.NewSection(d.Section, g, maxAge, cl.Get, fallback, orderdetail.CacheDecoder(api.DecodeCached)), cl.Close, nil
 	}
 }
 
