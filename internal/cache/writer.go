@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,8 +85,7 @@ func (s *Store) writeGroup(ctx context.Context, batch []writeReq) {
 	limit := s.now().Add(s.cfg.MaxFutureSkew).UnixMicro()
 	keys := make([][]string, len(batch))
 	cmds := make([]*redis.Cmd, len(batch))
-	// Errors are read per command below; the pipeline's own error is the first of them.
-	_, _ = s.client.Pipelined(withOrigins(ctx, batch), func(p redis.Pipeliner) error {
+	_, perr := s.client.Pipelined(withOrigins(ctx, batch), func(p redis.Pipeliner) error {
 		for i, req := range batch {
 			keys[i] = []string{key(s.cfg.KeyPrefix, req.dep, req.orderID)}
 			cmds[i] = putScript.EvalSha(ctx, p, keys[i], valueVersionArg, req.asOfUS, req.payload, req.ttlMS, limit)
@@ -93,7 +93,7 @@ func (s *Store) writeGroup(ctx context.Context, batch []writeReq) {
 		return nil
 	})
 	for i, req := range batch {
-		stored, err := cmds[i].Int()
+		stored, err := result(cmds[i], perr)
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// A restarted (or new cluster) node has forgotten the script:
 			// Run sends it in full and it is cached again from then on.
@@ -102,6 +102,25 @@ func (s *Store) writeGroup(ctx context.Context, batch []writeReq) {
 		s.settle(req, keys[i][0], stored, err)
 	}
 }
+
+// result is one pipelined command's outcome. A pipeline that failed before
+// its commands were answered (a connection whose AUTH was refused, a dial
+// error) leaves them with neither a reply nor an error, and reading one
+// would report go-redis's "unexpected type=<nil>" instead of the cause:
+// such a command failed with the pipeline's error.
+func result(cmd *redis.Cmd, pipelineErr error) (int, error) {
+	if cmd.Err() == nil && cmd.Val() == nil {
+		if pipelineErr == nil {
+			pipelineErr = errNoReply
+		}
+		return 0, pipelineErr
+	}
+	return cmd.Int()
+}
+
+// errNoReply is a command that was neither answered nor failed: not
+// something go-redis does, but a write must never count as stored on it.
+var errNoReply = errors.New("cache: no reply from Redis")
 
 type originsKey struct{}
 
