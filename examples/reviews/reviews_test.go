@@ -94,7 +94,7 @@ func (s *memStore) Get(_ context.Context, dep, id string) (orderdetail.CacheEntr
 	return e, nil
 }
 
-func (s *memStore) Put(dep, id string, e orderdetail.CacheEntry, _ time.Duration) {
+func (s *memStore) PutContext(_ context.Context, dep, id string, e orderdetail.CacheEntry, _ time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.m[dep+"/"+id]; !ok || e.AsOf.After(old.AsOf) {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/config"
@@ -48,6 +50,9 @@ type Env struct {
 	// device check on an *os.File. In demo mode, a terminal Stderr also
 	// gets the fault commands as plain lines that paste into a shell.
 	IsTerminal func(w io.Writer) bool
+	// SpanExporter, if set, receives every span in place of the exporter
+	// OTEL_TRACES_EXPORTER names (tests: an in-memory exporter).
+	SpanExporter sdktrace.SpanExporter
 }
 
 // isTerminal reports whether w is a character device (a terminal, or
@@ -101,6 +106,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	tel, err := telemetry.Setup(ctx, telemetry.Config{
 		ServiceVersion: env.Version,
 		Logger:         logger,
+		SpanExporter:   env.SpanExporter,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", config.ErrUsage, err)

@@ -162,7 +162,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 		}
 		page.Degraded = page.Degraded || s.Degraded
 	}
-	a.remember(orderID, sections, liveAt)
+	a.remember(ctx, orderID, sections, liveAt)
 	return page, nil
 }
 
@@ -246,8 +246,9 @@ func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string)
 }
 
 // remember hands every live section to the last-good store, off the
-// request path.
-func (a *Aggregator) remember(orderID string, sections []Section, liveAt []time.Time) {
+// request path. ctx is the request's, so that the write can be traced back
+// to it.
+func (a *Aggregator) remember(ctx context.Context, orderID string, sections []Section, liveAt []time.Time) {
 	for i, s := range sections {
 		if s.Source != SourceLive || !a.throttle.allow(s.Name, orderID, liveAt[i]) {
 			continue
@@ -256,6 +257,6 @@ func (a *Aggregator) remember(orderID string, sections []Section, liveAt []time.
 		if err != nil {
 			continue // our own types always marshal; nothing to remember otherwise
 		}
-		a.store.Put(s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.deps[i].MaxAge())
+		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.deps[i].MaxAge())
 	}
 }

@@ -22,6 +22,7 @@ type fakeStore struct {
 	entries map[string]CacheEntry
 	getErr  error
 	gets    int
+	putCtx  []context.Context // the context of each PutContext
 }
 
 func newFakeStore() *fakeStore { return &fakeStore{entries: map[string]CacheEntry{}} }
@@ -40,6 +41,14 @@ func (f *fakeStore) Get(ctx context.Context, dep, id string) (CacheEntry, error)
 	return e, nil
 }
 
+func (f *fakeStore) PutContext(ctx context.Context, dep, id string, e CacheEntry, ttl time.Duration) {
+	f.mu.Lock()
+	f.putCtx = append(f.putCtx, ctx)
+	f.mu.Unlock()
+	f.Put(dep, id, e, ttl)
+}
+
+// Put stores an entry as a test sets it up.
 func (f *fakeStore) Put(dep, id string, e CacheEntry, _ time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -28,10 +28,12 @@ type LastGood interface {
 	// matches ErrCacheMiss); any other error is a failure of the store
 	// itself. Get must honour ctx's deadline.
 	Get(ctx context.Context, dep, orderID string) (CacheEntry, error)
-	// Put hands an entry to the store without waiting: it must never block
-	// the caller. An entry older than the one stored must not replace it.
-	// ttl is how long the entry may be served.
-	Put(dep, orderID string, e CacheEntry, ttl time.Duration)
+	// PutContext hands an entry to the store without waiting: it must never
+	// block the caller. An entry older than the one stored must not replace
+	// it. ttl is how long the entry may be served. ctx is the request whose
+	// answer the entry is: the store may keep its values (its trace, to link
+	// the write to it) but must not let its end cancel the write.
+	PutContext(ctx context.Context, dep, orderID string, e CacheEntry, ttl time.Duration)
 }
 
 // CacheEntry is one last-good answer: the section's JSON and when it was live.
