@@ -75,7 +75,7 @@ return 1
 `)
 
 // errCorrupt marks a stored value that cannot be served. It never leaves the
-// package: Get turns it into orderdetail.ErrCacheMiss.
+// package: Get turns it into orderdetail.ErrCacheCorrupt.
 var errCorrupt = errors.New("corrupt value")
 
 // decode reads the reply of HMGET key v as_of val. ok is false when the key

@@ -13,7 +13,7 @@ const (
 	EventMiss
 	// EventCorrupt: Get found a value it cannot serve (undecodable, unknown
 	// version, as_of too far in the future, wrong Redis type). Get returned
-	// ErrCacheMiss.
+	// ErrCacheCorrupt, which matches ErrCacheMiss.
 	EventCorrupt
 	// EventReadError: Get failed for another reason (unreachable, timeout).
 	EventReadError

@@ -43,8 +43,8 @@ func TestPutGetRoundTrip(t *testing.T) {
 	if want := asOf.Truncate(time.Microsecond); !got.AsOf.Equal(want) {
 		t.Errorf("AsOf = %v, want %v", got.AsOf, want)
 	}
-	if _, err := s.Get(context.Background(), "logistics", "o-other"); !errors.Is(err, orderdetail.ErrCacheMiss) {
-		t.Errorf("Get of another order: err = %v, want ErrCacheMiss", err)
+	if _, err := s.Get(context.Background(), "logistics", "o-other"); !errors.Is(err, orderdetail.ErrCacheMiss) || errors.Is(err, orderdetail.ErrCacheCorrupt) {
+		t.Errorf("Get of another order: err = %v, want ErrCacheMiss (absent, not corrupt)", err)
 	}
 	if _, err := s.Get(context.Background(), "coupon", "o-1001"); !errors.Is(err, orderdetail.ErrCacheMiss) {
 		t.Errorf("Get of another dependency: err = %v, want ErrCacheMiss", err)
@@ -221,8 +221,8 @@ func TestCorruptValues(t *testing.T) {
 			if err := tt.write(ctx, s, k); err != nil {
 				t.Fatalf("raw write: %v", err)
 			}
-			if _, err := s.Get(ctx, "coupon", "o-5"); !errors.Is(err, orderdetail.ErrCacheMiss) {
-				t.Fatalf("Get: err = %v, want ErrCacheMiss", err)
+			if _, err := s.Get(ctx, "coupon", "o-5"); !errors.Is(err, orderdetail.ErrCacheCorrupt) || !errors.Is(err, orderdetail.ErrCacheMiss) {
+				t.Fatalf("Get: err = %v, want ErrCacheCorrupt, a miss", err)
 			}
 			if st := s.Stats(); st.Corrupt != 1 || st.Misses != 0 || st.ReadErrors != 0 {
 				t.Errorf("Stats = %+v, want Corrupt 1", st)
