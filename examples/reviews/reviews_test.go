@@ -386,6 +386,34 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
+// A last-good payload (Reviews as JSON) passes the live rules: a live
+// answer's payload decodes to itself, an edited one is refused.
+func TestDecodeCached(t *testing.T) {
+	const at = `"at":"2026-01-02T03:04:05Z"`
+	live, err := reviews.API.Decode([]byte(`{"order_id":"o-1","reviews":[{"sku":"A","author":"Ana","rating":5,"text":"",`+at+`},{"sku":"B","author":"","rating":4,"text":"ok",`+at+`}]}`), "o-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := json.Marshal(live)
+	got, err := reviews.API.DecodeCached(payload, "o-1")
+	if again, _ := json.Marshal(got); err != nil || string(again) != string(payload) {
+		t.Fatalf("payload %s decodes to %s, %v", payload, again, err)
+	}
+	for name, edited := range map[string]string{
+		"rating 6":             strings.Replace(string(payload), `"rating":5`, `"rating":6`, 1),
+		"average inconsistent": strings.Replace(string(payload), `"average":4.5`, `"average":1`, 1),
+		"items null":           `{"items":null,"average":null}`,
+		"not JSON":             `{"items":[`,
+	} {
+		if edited == string(payload) {
+			t.Fatalf("%s: the edit changed nothing", name)
+		}
+		if r, err := reviews.API.DecodeCached([]byte(edited), "o-1"); !errors.Is(err, downstream.ErrMalformed) {
+			t.Errorf("%s: DecodeCached(%s) = %+v, %v: want ErrMalformed", name, edited, r, err)
+		}
+	}
+}
+
 // The entry follows the registry's rules (registry_test.go's
 // TestRegistryIsWellFormed) and could be appended to its list as it is.
 func TestEntryFitsTheRegistry(t *testing.T) {
