@@ -144,3 +144,19 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 		}
 	})
 }
+
+// TestCachedOrderIsTheOneAskedFor: the order's id is checked even when its
+// decoder does not.
+func TestCachedOrderIsTheOneAskedFor(t *testing.T) {
+	g, err := resilience.New("order", resilience.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := NewCore(g, time.Hour, nil, CacheDecoder(unmarshalAs[Order]))
+	if _, err := core.decode([]byte(`{"id":"o-2"}`), "o-1"); !errors.Is(err, errCorruptPayload) {
+		t.Fatalf("another order's payload: %v, want it refused", err)
+	}
+	if v, err := core.decode([]byte(`{"id":"o-1"}`), "o-1"); err != nil || v.(Order).ID != "o-1" {
+		t.Fatalf("the order's own payload: %v, %v", v, err)
+	}
+}

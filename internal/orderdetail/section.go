@@ -150,7 +150,7 @@ func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx conte
 		guard:   guard,
 		maxAge:  newMaxAge(maxAge),
 		fetch:   func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
-		decode:  decoderOf(opts, unmarshalOrder),
+		decode:  sameOrder(decoderOf(opts, unmarshalAs[Order])),
 	}
 }
 
@@ -165,14 +165,17 @@ func unmarshalAs[T any](payload []byte, _ string) (T, error) {
 	return v, nil
 }
 
-// unmarshalOrder is the order's minimal check: whatever else a decoder
-// checks, a page must never show another order than the one asked for.
-func unmarshalOrder(payload []byte, orderID string) (Order, error) {
-	o, err := unmarshalAs[Order](payload, orderID)
-	if err == nil && o.ID != orderID {
-		err = fmt.Errorf("%w: order %q cached for %q", errCorruptPayload, o.ID, orderID)
+// sameOrder adds the order's own check to its decoder: whatever else the
+// decoder checks, a page must never show another order than the one asked
+// for.
+func sameOrder(decode func([]byte, string) (any, error)) func([]byte, string) (any, error) {
+	return func(payload []byte, orderID string) (any, error) {
+		v, err := decode(payload, orderID)
+		if o, ok := v.(Order); err == nil && (!ok || o.ID != orderID) {
+			err = fmt.Errorf("%w: order %q cached for %q", errCorruptPayload, o.ID, orderID)
+		}
+		return v, err
 	}
-	return o, err
 }
 
 // The semantic defaults of the contract.
