@@ -33,6 +33,7 @@ func scenarios() []scenario {
 		{"retry-storm", "a dependency failing 50 %: physical attempts per request, retry budget vs naive retries", retryStorm},
 		{"floor", "healthy zero-latency downstreams: orderagg's cost against the bare floor", floorCost},
 		{"outage", "throughput and P99 second by second through a 10 s logistics hang", outage},
+		{"latency-shift", "logistics drifts 150 → 450 → 150 ms: share of calls cut by timeouts and page P99, static 500 ms vs timeout: auto", latencyShift},
 	}
 }
 
