@@ -22,6 +22,11 @@ import (
 const (
 	shiftJitter  = 50 * time.Millisecond // each answer takes level ± 50 ms, uniformly
 	shiftAutoMax = 1000 * time.Millisecond
+	// shiftBulkhead is logistics' bulkhead in both instances: at 100 req/s
+	// and up to 500 ms, Little's law keeps up to 50 calls in flight, the
+	// default bulkhead's size, and its rejections would hide the timeouts
+	// this experiment is about.
+	shiftBulkhead = 120
 	// shiftRamp is how long a drift from one level to the next takes; the
 	// simulator's latency moves in shiftTick steps along it.
 	shiftRamp = 5 * time.Second
@@ -57,10 +62,11 @@ func latencyShift(ctx context.Context, e *experiment) error {
 		levels[i] = l * time.Millisecond
 	}
 	total := time.Duration(len(levels)) * phase
+	bulkhead := max(shiftBulkhead, int(rate*1.2)) // over twice the Little's-law need at any rate
 	p := plan{Rate: rate, Duration: total, MaxRequests: e.o.MaxRequests, IDs: e.o.IDs, Timeout: e.o.Timeout}
 	e.report.Load = fmt.Sprintf("open loop, %g req/s to each of two orderagg instances at once, both in front of one simulator (order, inventory, coupon 5 ms); logistics answers in level ± %v (uniform), the level drifting over %v between phases of %v: %v; "+
-		"logistics' sub-budget is a static 500ms in one, timeout: auto (starting at 500ms, timeout_max %v) in the other; steady state is each phase from %v on; the first phase is a warm-up",
-		rate, shiftJitter, ramp, phase, fmtLevels(levels), shiftAutoMax, steadyFrom)
+		"logistics' sub-budget is a static 500ms in one, timeout: auto (starting at 500ms, timeout_max %v) in the other, its bulkhead %d in both (so that it does not reject); steady state is each phase from %v on; the first phase is a warm-up",
+		rate, shiftJitter, ramp, phase, fmtLevels(levels), shiftAutoMax, bulkhead, steadyFrom)
 	e.report.Columns = []string{"level", "sub-budget", "static: cut by timeout", "static: P99 ms", "static: degraded", "auto: sub-budget ms", "auto: cut by timeout", "auto: P99 ms", "auto: degraded"}
 
 	sh := uniformShape(profileFast)
@@ -71,9 +77,12 @@ func latencyShift(ctx context.Context, e *experiment) error {
 	}
 	defer s.stop()
 	edits := map[string]func(*config.Dependencies){
-		stepStatic: nil, // the built-in 500 ms
+		stepStatic: func(d *config.Dependencies) { // the built-in 500 ms
+			d.Update(sim.ServiceLogistics, func(x *config.Dependency) { x.Bulkhead.MaxConcurrent = bulkhead })
+		},
 		stepAuto: func(d *config.Dependencies) {
 			d.Update(sim.ServiceLogistics, func(x *config.Dependency) {
+				x.Bulkhead.MaxConcurrent = bulkhead
 				resilience.TimeoutSetting{Auto: true}.Apply(&x.Config)
 				x.TimeoutMax = shiftAutoMax
 			})
