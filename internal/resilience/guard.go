@@ -288,7 +288,7 @@ func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ti
 	lat := end.Sub(start)
 	// A call cut short by the caller tells us nothing about the dependency.
 	if kind != KindDeadline {
-		slow := lat >= s.slow
+		slow := lat >= g.slowAfter(s)
 		s.window.record(end, kindCounter(kind), slow, lat)
 		if n > 1 {
 			s.window.add(end, cRetry)
@@ -434,6 +434,17 @@ func (g *Guard) timeout(s *settings) time.Duration {
 		return time.Duration(g.autoTO.Load())
 	}
 	return s.cfg.Timeout
+}
+
+// slowAfter is the slow-call threshold in force. Its default, 80 % of the
+// sub-budget, follows an adaptive sub-budget: measured against the timeout
+// it started from, a dependency that drifted slower (and was followed)
+// would count every call slow and trip the breaker on slowness alone.
+func (g *Guard) slowAfter(s *settings) time.Duration {
+	if s.cfg.AutoTimeout && s.cfg.Breaker.SlowCallDuration == 0 {
+		return time.Duration(g.autoTO.Load()) * 8 / 10
+	}
+	return s.slow
 }
 
 // autoBounds are the limits of an adaptive sub-budget: timeout_min and

@@ -67,7 +67,8 @@ func latencyShift(ctx context.Context, e *experiment) error {
 	e.report.Load = fmt.Sprintf("open loop, %g req/s to each of two orderagg instances at once, both in front of one simulator (order, inventory, coupon 5 ms); logistics answers in level ± %v (uniform), the level drifting over %v between phases of %v: %v; "+
 		"logistics' sub-budget is a static 500ms in one, timeout: auto (starting at 500ms, timeout_max %v) in the other, its bulkhead %d in both (so that it does not reject); steady state is each phase from %v on; the first phase is a warm-up",
 		rate, shiftJitter, ramp, phase, fmtLevels(levels), shiftAutoMax, bulkhead, steadyFrom)
-	e.report.Columns = []string{"level", "sub-budget", "static: cut by timeout", "static: P99 ms", "static: degraded", "auto: sub-budget ms", "auto: cut by timeout", "auto: P99 ms", "auto: degraded"}
+	e.report.Columns = []string{"level", "phase", "static: cut by timeout", "static: short-circuited", "static: P99 ms", "static: degraded",
+		"auto: sub-budget ms", "auto: cut by timeout", "auto: short-circuited", "auto: P99 ms", "auto: degraded"}
 
 	sh := uniformShape(profileFast)
 	sh.faults[sim.ServiceLogistics] = shiftFault(levels[0])
@@ -182,7 +183,7 @@ func latencyShift(ctx context.Context, e *experiment) error {
 			c := cut[name]
 			cut[name] = [2]int64{c[0] + d.timeouts, c[1] + d.attempts}
 			ok, deg, failed, lat := recs[name].phase(i*ps+sf, (i+1)*ps)
-			cells := []string{pct3(share), f1(lat.P99), pc(ratio(float64(deg), float64(ok+deg+failed)))}
+			cells := []string{pct3(share), pct3(ratio(float64(d.short), float64(d.attempts+d.short))), f1(lat.P99), pc(ratio(float64(deg), float64(ok+deg+failed)))}
 			if name == stepAuto {
 				worstAuto = max(worstAuto, share)
 				autoTO = f0(marks[name][i].to.timeout.Seconds() * 1000)
@@ -236,14 +237,15 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // logisticsCounts are logistics' cumulative attempt outcomes and its
-// sub-budget in force, read from one orderagg's /metrics.
+// sub-budget in force, read from one orderagg's /metrics; short counts the
+// calls its open breaker turned away.
 type logisticsCounts struct {
-	timeouts, attempts int64
-	timeout            time.Duration
+	timeouts, attempts, short int64
+	timeout                   time.Duration
 }
 
 func (c logisticsCounts) minus(o logisticsCounts) logisticsCounts {
-	return logisticsCounts{timeouts: c.timeouts - o.timeouts, attempts: c.attempts - o.attempts, timeout: c.timeout}
+	return logisticsCounts{timeouts: c.timeouts - o.timeouts, attempts: c.attempts - o.attempts, short: c.short - o.short, timeout: c.timeout}
 }
 
 // scrapeLogistics reads logistics' events and sub-budget from /metrics. An
@@ -289,6 +291,9 @@ func scrapeLogistics(ctx context.Context, base string) (logisticsCounts, error) 
 						c.timeouts += int64(v)
 					}
 				}
+			}
+			if strings.Contains(rest, `event="short_circuited"`) {
+				c.short += int64(v)
 			}
 		case "orderagg_dependency_timeout_seconds":
 			sawTimeout = true

@@ -24,9 +24,9 @@ func TestLatencyShiftScenario(t *testing.T) {
 		}
 	}
 	for _, row := range r.Rows {
-		ms, err := strconv.Atoi(row[5])
+		ms, err := strconv.Atoi(row[6])
 		if err != nil || ms < 10 || ms > 1000 {
-			t.Errorf("row %v: auto sub-budget %q, want 10..1000 ms", row, row[5])
+			t.Errorf("row %v: auto sub-budget %q, want 10..1000 ms", row, row[6])
 		}
 	}
 	if !strings.Contains(r.Load, "timeout: auto") {
