@@ -106,11 +106,16 @@ func latencyShift(ctx context.Context, e *experiment) error {
 	type mark struct{ from, to logisticsCounts }
 	marks := map[string][]mark{stepStatic: make([]mark, len(levels)), stepAuto: make([]mark, len(levels))}
 	var scrapeErr error
+	first := map[string]logisticsCounts{} // before any load
 	scrape := func(i int, end bool) {
 		for name, url := range urls {
 			c, err := scrapeLogistics(ctx, url)
 			if err != nil && scrapeErr == nil {
 				scrapeErr = err
+			}
+			if i < 0 {
+				first[name] = c
+				continue
 			}
 			if end {
 				marks[name][i].to = c
@@ -119,6 +124,7 @@ func latencyShift(ctx context.Context, e *experiment) error {
 			}
 		}
 	}
+	scrape(-1, false)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the drift's schedule and the scrapes; ends with ctx or the run
@@ -202,8 +208,16 @@ func latencyShift(ctx context.Context, e *experiment) error {
 	}
 	e.finding("in steady state the static 500 ms sub-budget cut up to %s of logistics calls at a level (%d of %d over all levels), auto up to %s (%d of %d): issue 16's target is ≤ 0.1 %% at each level under auto — %s",
 		pct3(worstStatic), cut[stepStatic][0], cut[stepStatic][1], pct3(worstAuto), cut[stepAuto][0], cut[stepAuto][1], verdict(worstAuto <= 0.001))
+	whole := map[string]logisticsCounts{}
+	for _, name := range []string{stepStatic, stepAuto} {
+		whole[name] = marks[name][len(levels)-1].to.minus(first[name])
+	}
+	e.finding("whole run, warm-up and drifts included: timeouts cut %d of %d logistics calls (%s) static, %d of %d (%s) auto; the breaker turned away %d static, %d auto",
+		whole[stepStatic].timeouts, whole[stepStatic].attempts, pct3(ratio(float64(whole[stepStatic].timeouts), float64(whole[stepStatic].attempts))),
+		whole[stepAuto].timeouts, whole[stepAuto].attempts, pct3(ratio(float64(whole[stepAuto].timeouts), float64(whole[stepAuto].attempts))),
+		whole[stepStatic].short, whole[stepAuto].short)
 	stA, stS := recs[stepAuto].summary(total), recs[stepStatic].summary(total)
-	e.finding("whole run, drifts included: page P99 %.1f ms static, %.1f ms auto; degraded pages %s static, %s auto",
+	e.finding("whole run: page P99 %.1f ms static, %.1f ms auto; degraded pages %s static, %s auto",
 		stS.Latency.P99, stA.Latency.P99, pc(stS.DegradedRatio), pc(stA.DegradedRatio))
 	return nil
 }

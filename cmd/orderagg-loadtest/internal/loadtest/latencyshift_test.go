@@ -15,7 +15,7 @@ func TestLatencyShiftScenario(t *testing.T) {
 		t.Skip("runs 8 phases of load")
 	}
 	r := runScenarioJSON(t, "--scenario", "latency-shift", "--duration", "1s", "--rate", "30")
-	if len(r.Rows) != len(shiftLevels)-1 || len(r.Steps) != 2 || len(r.Findings) != 2 {
+	if len(r.Rows) != len(shiftLevels)-1 || len(r.Steps) != 2 || len(r.Findings) != 3 {
 		t.Fatalf("rows %v steps %d findings %q", r.Rows, len(r.Steps), r.Findings)
 	}
 	for _, st := range r.Steps {
