@@ -620,8 +620,31 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 			t.Fatalf("settings %v", s)
 		}
 
+		// timeout: auto and back, each shown at once in /v1/resilience.
+		coupon := func() map[string]any {
+			r := sp.exchange(t, http.StatusOK, http.MethodGet, api+"/v1/resilience", "", nil)
+			return r.body["dependencies"].([]any)[2].(map[string]any)
+		}
+		// timeout_max 290ms, under the 300ms deadline, is cut to the
+		// ceiling: the deadline minus the 40ms reserve.
+		auto := `{"timeout":"auto","timeout_max":"290ms"}`
+		if err := sp.validateRequest(http.MethodPatch, patch, auto, bearer); err != nil {
+			t.Fatalf("the spec refuses timeout auto: %v", err)
+		}
+		r = sp.exchange(t, http.StatusOK, http.MethodPatch, patch, auto, bearer)
+		if s := r.body["settings"].(map[string]any); s["timeout"] != "auto" || s["timeout_max"] != "290ms" {
+			t.Fatalf("settings after auto %v", s)
+		}
+		if c := coupon(); c["timeout_mode"] != "auto" || c["timeout_ms"] != 250.0 || c["timeout_max_ms"] != 260.0 {
+			t.Fatalf("/v1/resilience after auto: %v %v max %v", c["timeout_mode"], c["timeout_ms"], c["timeout_max_ms"])
+		}
+		sp.exchange(t, http.StatusOK, http.MethodPatch, patch, `{"timeout":"250ms","timeout_max":"0s"}`, bearer)
+		if c := coupon(); c["timeout_mode"] != "fixed" || c["timeout_ms"] != 250.0 || c["timeout_max_ms"] != nil {
+			t.Fatalf("/v1/resilience back to fixed: %v %v max %v", c["timeout_mode"], c["timeout_ms"], c["timeout_max_ms"])
+		}
+
 		// Bodies the spec's schema can judge: it must refuse them as the code does.
-		for _, body := range []string{`{"nope":1}`, `{"timeout":"abc"}`, `{"timeout":5}`, `{"bulkhead":{"max_concurrent":-1}}`, `{"breaker":{"surprise":1}}`, `not json`} {
+		for _, body := range []string{`{"nope":1}`, `{"timeout":"abc"}`, `{"timeout":"automatic"}`, `{"timeout":5}`, `{"bulkhead":{"max_concurrent":-1}}`, `{"breaker":{"surprise":1}}`, `not json`} {
 			sp.exchange(t, http.StatusBadRequest, http.MethodPatch, patch, body, bearer)
 			if err := sp.validateRequest(http.MethodPatch, patch, body, bearer); err == nil {
 				t.Errorf("the spec accepts the PATCH body %s that the service refuses", body)

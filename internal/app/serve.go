@@ -143,13 +143,15 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		return err
 	}
 
-	// One guard per dependency, from the one list of settings.
+	// One guard per dependency, from the one list of settings. An adaptive
+	// sub-budget can use at most what a page leaves a call: the deadline
+	// minus the reserve.
 	guards := map[string]*resilience.Guard{}
 	var ordered []*resilience.Guard
 	listener := tel.Listener(logger)
 	for _, name := range cfg.Dependencies.Names() {
 		d, _ := cfg.Dependencies.Get(name)
-		g, err := resilience.New(name, d.Config, resilience.WithListener(listener))
+		g, err := resilience.New(name, d.Config, resilience.WithListener(listener), resilience.WithCeiling(cfg.Deadline-cfg.Reserve))
 		if err != nil {
 			return err
 		}

@@ -142,6 +142,14 @@ func (d Dependencies) Validate(deadline time.Duration) error {
 				err: fmt.Errorf("%s must be shorter than --deadline (%s) %s", formatDuration(dep.Timeout), envName("deadline"), formatDuration(deadline)),
 			})
 		}
+		// The ceiling of timeout: auto, checked whatever the mode so that a
+		// later switch to auto cannot reveal an old mistake.
+		if dep.TimeoutMax >= deadline {
+			errs = append(errs, &keyError{
+				key: "dependencies." + name + ".timeout_max",
+				err: fmt.Errorf("%s must be shorter than --deadline (%s) %s", formatDuration(dep.TimeoutMax), envName("deadline"), formatDuration(deadline)),
+			})
+		}
 		// A last-good read runs inside the fallback's bound. If that bound
 		// were not longer than the cache's own sub-budget, a slow store would
 		// be cut short by the fallback — counted as the caller's deadline,
@@ -210,7 +218,11 @@ func (d Dependency) Settings() map[string]any {
 	if err := n.Encode(d); err != nil {
 		panic(err) // a struct of numbers always encodes
 	}
-	return settingsOf(&n)
+	out := settingsOf(&n)
+	if d.AutoTimeout {
+		out["timeout"] = "auto" // the Duration is only where it started
+	}
+	return out
 }
 
 func settingsOf(n *yaml.Node) map[string]any {

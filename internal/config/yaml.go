@@ -54,12 +54,16 @@ func decodeDependencies(data []byte, base Dependencies) (Dependencies, error) {
 		dep, _ := base.Get(name) // a name the base lacks starts from zero
 		sections.Field(i).Set(reflect.ValueOf(dep))
 	}
-	if _, err := decodeStrict(data, doc.Interface(), true, 2); err != nil {
+	_, modes, err := decodeStrict(data, doc.Interface(), true, 2)
+	if err != nil {
 		return Dependencies{}, err
 	}
 	var deps Dependencies
 	for i, name := range names {
 		dep := sections.Field(i).Interface().(Dependency)
+		if auto, ok := modes["dependencies."+name]; ok {
+			dep.AutoTimeout = auto
+		}
 		dep.Config = dep.Config.WithDefaults()
 		deps.Set(name, dep)
 	}
@@ -89,7 +93,7 @@ func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 		body = buf.Bytes()
 	}
 	next := cur
-	root, err := decodeStrict(body, &next, false, 0)
+	root, modes, err := decodeStrict(body, &next, false, 0)
 	switch {
 	case root == nil && err == nil, root != nil && root.Kind != yaml.MappingNode:
 		return Dependency{}, fmt.Errorf("body must be an object of settings such as {\"timeout\":\"300ms\"}, got %s", redact(describe(root)))
@@ -97,6 +101,9 @@ func PatchDependency(cur Dependency, body []byte) (Dependency, error) {
 		return Dependency{}, fmt.Errorf("body: %w", err)
 	case err != nil:
 		return Dependency{}, err
+	}
+	if auto, ok := modes[""]; ok {
+		next.AutoTimeout = auto
 	}
 	next.Config = next.Config.WithDefaults()
 	if err := next.Validate(); err != nil {
@@ -122,33 +129,40 @@ func oneLine(err error) error {
 // ("field windw not found in type resilience.BreakerConfig"); they are
 // reworded to name the key, with its line when lines is set. depth is how
 // many path segments lead to a Dependency's keys (2 in a file, 0 in a body).
-func decodeStrict(data []byte, dst any, lines bool, depth int) (*yaml.Node, error) {
+//
+// A dependency's "timeout" may also be "auto" (resilience.TimeoutSetting),
+// which its time.Duration field cannot hold: modes maps the path of each
+// section that sets timeout ("dependencies.logistics", or "" in a body) to
+// whether it is auto, and the caller sets AutoTimeout from it. An auto
+// leaves the Duration as it was: where the adaptive sub-budget starts.
+func decodeStrict(data []byte, dst any, lines bool, depth int) (root *yaml.Node, modes map[string]bool, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-		return nil, nil
+		return nil, nil, nil
 	} else if err != nil {
-		return nil, oneLine(err)
+		return nil, nil, oneLine(err)
 	}
 	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
-		return nil, errors.New("holds more than one YAML document")
+		return nil, nil, errors.New("holds more than one YAML document")
 	}
 	if len(doc.Content) == 0 {
-		return nil, nil // only comments
+		return nil, nil, nil // only comments
 	}
-	root := doc.Content[0]
+	root = doc.Content[0]
 	var before yaml.Node
 	if err := before.Encode(dst); err != nil {
-		return root, err
-	}
-	strict := yaml.NewDecoder(bytes.NewReader(data))
-	strict.KnownFields(true)
-	err := strict.Decode(dst)
-	var te *yaml.TypeError
-	if err != nil && !errors.As(err, &te) {
-		return root, oneLine(err)
+		return root, nil, err
 	}
 	r := reworder{entries: index(root, ""), schema: &before, lines: lines}
+	modes = r.timeoutModes(depth)
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	err = strict.Decode(dst)
+	var te *yaml.TypeError
+	if err != nil && !errors.As(err, &te) {
+		return root, nil, oneLine(err)
+	}
 	if te != nil {
 		for _, msg := range te.Errors {
 			r.reword(msg)
@@ -156,10 +170,27 @@ func decodeStrict(data []byte, dst any, lines bool, depth int) (*yaml.Node, erro
 	}
 	var after yaml.Node
 	if err := after.Encode(dst); err != nil {
-		return root, err
+		return root, nil, err
 	}
 	r.laxities(&after, depth)
-	return root, join(r.errs)
+	return root, modes, join(r.errs)
+}
+
+// timeoutModes finds each dependency's "timeout" key (depth segments
+// down) and says whether it is "auto"; those entries are marked so that
+// yaml's complaint about "auto" in a Duration is not reported.
+func (r *reworder) timeoutModes(depth int) map[string]bool {
+	modes := map[string]bool{}
+	for _, e := range r.entries {
+		if e.key == nil || e.key.Value != "timeout" || strings.Count(e.path, ".") != depth ||
+			lookup(r.schema, e.parent) == nil || e.val.Kind != yaml.ScalarNode {
+			continue
+		}
+		ts, err := resilience.ParseTimeoutSetting(e.val.Value)
+		e.auto = err == nil && ts.Auto && e.val.ShortTag() == "!!str"
+		modes[e.parent] = e.auto
+	}
+	return modes
 }
 
 // entry is one key of a document, with its path and value.
@@ -168,6 +199,7 @@ type entry struct {
 	parent   string     // path without the last key (which may hold dots)
 	key, val *yaml.Node // key is nil for the document's root
 	reported bool
+	auto     bool // a dependency's "timeout: auto", see timeoutModes
 }
 
 // index lists every key of the document under n, depth first, aliases
@@ -230,6 +262,10 @@ func (r *reworder) reword(msg string) {
 			return e.val.ShortTag() == m[2] && (m[3] == "" || shorten(e.val.Value) == m[3]) &&
 				want != nil && (want.Kind == yaml.MappingNode) != scalar
 		}, false)
+		if e != nil && e.auto {
+			e.reported = true // not wrong: the caller sets AutoTimeout
+			return
+		}
 		if e != nil {
 			r.fail(e, e.val, r.wrongType(e, m[4]))
 			return
@@ -262,6 +298,9 @@ func (r *reworder) wrongType(e *entry, goType string) error {
 		return fmt.Errorf("must be a mapping of keys to values, got %s", got)
 	case e.val.Kind != yaml.ScalarNode:
 		return fmt.Errorf("must be a single value, got %s", got)
+	case goType == "time.Duration" && e.val.ShortTag() == "!!str" && e.key != nil && e.key.Value == "timeout":
+		_, err := resilience.ParseTimeoutSetting(e.val.Value)
+		return err
 	case goType == "time.Duration" && e.val.ShortTag() == "!!str":
 		_, err := time.ParseDuration(e.val.Value)
 		return err

@@ -454,6 +454,11 @@ func firstLoadReport(now time.Time, step int64) status.Report {
 			rec := 148.0
 			d.RecommendedTimeoutMS = &rec
 		}
+		d.TimeoutMode = "fixed"
+		if p.name == sim.ServiceLogistics { // timeout: auto, its widest label
+			lo, hi := 10.0, 1000.0
+			d.TimeoutMode, d.TimeoutMinMS, d.TimeoutMaxMS = "auto", &lo, &hi
+		}
 		r.Dependencies = append(r.Dependencies, d)
 	}
 	return r
@@ -546,6 +551,16 @@ func TestBrowserFirstLoadExplainsItself(t *testing.T) {
 		}
 		if got := text(t, ctx, `[data-dep="order"] [data-role="recommended"]`); got != "not enough data" {
 			t.Errorf("%dpx: order (recommended 0) shows %q, want not enough data", width, got)
+		}
+		// An adaptive sub-budget says so, with its bounds, in full.
+		lg := text(t, ctx, `[data-dep="logistics"] [data-role="latency-text"]`)
+		if !strings.HasSuffix(lg, "ms (auto, 10–1,000)") || strings.Contains(text(t, ctx, `[data-dep="order"] [data-role="latency-text"]`), "auto") {
+			t.Errorf("%dpx: logistics' latency label %q, want its auto bounds; order's must not say auto", width, lg)
+		}
+		clipped, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+			`(e => e.scrollWidth > e.clientWidth || e.getBoundingClientRect().right > e.closest('[data-dep]').getBoundingClientRect().right)(document.querySelector('[data-dep="logistics"] [data-role="latency-text"]'))`))
+		if err != nil || clipped {
+			t.Errorf("%dpx: logistics' latency label overflows its tile (%v)", width, err)
 		}
 	}
 

@@ -137,17 +137,26 @@ func (g *Guard) adaptLocked(s *settings, now time.Time) *TimeoutChange {
 		return nil
 	}
 	cfg := &s.cfg
-	target := min(max(RecommendTimeout(p, cfg.TimeoutMargin), cfg.TimeoutMin), cfg.timeoutMax())
+	lo, hi := g.autoBounds(cfg)
+	target := min(max(RecommendTimeout(p, cfg.TimeoutMargin), lo), hi)
 	cur := time.Duration(g.autoTO.Load())
 	diff := target - cur
+	// Successes are a sample censored at the sub-budget: while more calls
+	// time out than the rule's target share, the slowest answers are
+	// missing from it, so its tail reads low. Shrinking on that figure
+	// would cut yet more calls; wait until timeouts are rare again.
+	calls := c[cSuccess] + c[cFailure] + c[cTimeout]
+	if diff < 0 && c[cTimeout]*1000 > calls {
+		return nil
+	}
 	// A target pinned at a bound is not noise: go all the way to it.
-	atBound := target == cfg.TimeoutMin || target == cfg.timeoutMax()
+	atBound := target == lo || target == hi
 	if float64(max(diff, -diff)) <= adaptDeadBand*float64(cur) && !atBound {
 		return nil
 	}
 	step := time.Duration(adaptStep * float64(cur))
 	next := cur + min(max(diff, -step), step)
-	next = min(max(next.Round(time.Millisecond), cfg.TimeoutMin), cfg.timeoutMax())
+	next = min(max(next.Round(time.Millisecond), lo), hi)
 	if next == cur {
 		return nil
 	}

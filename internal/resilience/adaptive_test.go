@@ -156,6 +156,119 @@ func TestAdaptiveTimeout(t *testing.T) {
 	})
 }
 
+func TestAdaptiveTimeoutBounds(t *testing.T) {
+	t.Run("the ceiling caps the learnt value and the snapshot", func(t *testing.T) {
+		cfg := Config{Timeout: 500 * time.Millisecond, TimeoutMax: 1200 * time.Millisecond, AutoTimeout: true}
+		clk := newFakeClock()
+		g := mustGuard(t, cfg, WithClock(clk), WithCeiling(800*time.Millisecond))
+		r := &adaptRig{t, clk, &recorder{}, g}
+		var got time.Duration
+		for range 10 {
+			// Rule: max(3×300, 2×600) + 50 = 1250 ms, above both bounds.
+			got = r.second(healthy(300 * time.Millisecond))
+		}
+		s := g.Snapshot(0)
+		if got != 800*time.Millisecond || !s.AutoTimeout || s.TimeoutMax != 800*time.Millisecond || s.TimeoutMin != 10*time.Millisecond {
+			t.Fatalf("settled at %v, snapshot %v auto=%v [%v, %v]; want 800ms under the ceiling", got, s.Timeout, s.AutoTimeout, s.TimeoutMin, s.TimeoutMax)
+		}
+		// Held at its ceiling below the rule: that deserves a warning.
+		if len(s.Warnings) == 0 {
+			t.Fatalf("no warning at the ceiling, recommended %v", s.RecommendedTimeout)
+		}
+	})
+
+	t.Run("a fixed timeout shows no bounds", func(t *testing.T) {
+		g := mustGuard(t, Config{Timeout: 300 * time.Millisecond}, WithClock(newFakeClock()))
+		if s := g.Snapshot(0); s.AutoTimeout || s.TimeoutMin != 0 || s.TimeoutMax != 0 || s.Timeout != 300*time.Millisecond {
+			t.Fatalf("fixed: %+v", s)
+		}
+	})
+
+	t.Run("on its way up, no warning", func(t *testing.T) {
+		r := newAdaptRig(t, Config{Timeout: 100 * time.Millisecond, TimeoutMax: time.Second, AutoTimeout: true})
+		to := r.second(healthy(60 * time.Millisecond)) // rule ≈ 290 ms: one 25 % step
+		if s := r.g.Snapshot(0); to != 125*time.Millisecond || len(s.Warnings) != 0 {
+			t.Fatalf("after one step: %v, warnings %q", to, s.Warnings)
+		}
+	})
+
+	t.Run("the slow-call threshold follows it", func(t *testing.T) {
+		r := newAdaptRig(t, Config{Timeout: 500 * time.Millisecond, TimeoutMax: time.Second, AutoTimeout: true})
+		var to time.Duration
+		for range 10 {
+			to = r.second(healthy(300 * time.Millisecond)) // rule above the ceiling
+		}
+		// 450 ms is slow against the 500 ms it started from (80 %: 400 ms),
+		// not against the 1 s in force (800 ms).
+		r.clk.Advance(time.Second)
+		before := r.g.Snapshot(0).Counts["slow"] // the early 600 ms calls
+		feed(r.g, 50, KindSuccess, 450*time.Millisecond)
+		if n := r.g.Snapshot(0).Counts["slow"] - before; to != time.Second || n != 0 {
+			t.Fatalf("sub-budget %v, %d slow calls at 450 ms; want 1s and none", to, n)
+		}
+		feed(r.g, 5, KindSuccess, 850*time.Millisecond)
+		if n := r.g.Snapshot(0).Counts["slow"] - before; n != 5 {
+			t.Fatalf("%d slow calls at 850 ms, want 5", n)
+		}
+	})
+
+	t.Run("censored successes do not shrink it", func(t *testing.T) {
+		r := newAdaptRig(t, Config{Timeout: 500 * time.Millisecond, AutoTimeout: true})
+		// 1 % of calls cut at the sub-budget: the successes' tail (40 ms)
+		// says 132 ms, but the calls that timed out are slower than that.
+		cut := func(g *Guard) {
+			healthy(20 * time.Millisecond)(g)
+			feed(g, 2, KindTimeout, 500*time.Millisecond)
+		}
+		for i := range 15 {
+			if got := r.second(cut); got != 500*time.Millisecond {
+				t.Fatalf("second %d: shrank to %v while 1 %% of calls time out", i, got)
+			}
+		}
+		// The same successes without the timeouts: it shrinks.
+		var got time.Duration
+		for range 15 {
+			got = r.second(healthy(20 * time.Millisecond))
+		}
+		if got != 132*time.Millisecond {
+			t.Fatalf("after the timeouts aged out: %v, want 132ms", got)
+		}
+	})
+
+	t.Run("switching modes", func(t *testing.T) {
+		cfg := Config{Timeout: 500 * time.Millisecond, AutoTimeout: true}
+		r := newAdaptRig(t, cfg)
+		for range 8 {
+			r.second(healthy(20 * time.Millisecond))
+		}
+		learnt := r.g.Snapshot(0).Timeout
+		// New bounds keep what was learnt, brought within them.
+		cfg.TimeoutMin = 200 * time.Millisecond
+		if err := r.g.Reconfigure(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.g.Snapshot(0).Timeout; learnt >= 200*time.Millisecond || got != 200*time.Millisecond {
+			t.Fatalf("learnt %v, after timeout_min 200ms: %v", learnt, got)
+		}
+		// Back to fixed, then auto again: it starts over from timeout.
+		fixed := cfg
+		TimeoutSetting{Fixed: 300 * time.Millisecond}.Apply(&fixed)
+		if err := r.g.Reconfigure(fixed); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.g.Snapshot(0); s.AutoTimeout || s.Timeout != 300*time.Millisecond {
+			t.Fatalf("fixed: %v auto=%v", s.Timeout, s.AutoTimeout)
+		}
+		TimeoutSetting{Auto: true}.Apply(&fixed)
+		if err := r.g.Reconfigure(fixed); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.g.Snapshot(0); !s.AutoTimeout || s.Timeout != 300*time.Millisecond {
+			t.Fatalf("auto again: %v auto=%v, want to start from 300ms", s.Timeout, s.AutoTimeout)
+		}
+	})
+}
+
 // The config layer can read the key with yaml and with encoding/json.
 func TestTimeoutSettingDecodes(t *testing.T) {
 	var doc struct {

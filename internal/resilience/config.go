@@ -70,7 +70,7 @@ type BreakerConfig struct {
 	// ErrorPercent (failures and timeouts over calls) that opens it; default 50.
 	ErrorPercent float64 `yaml:"error_percent" json:"error_percent"`
 	// SlowCallDuration: a call slower than this counts as slow. Default 0
-	// means: the sub-budget's 80%.
+	// means: the sub-budget's 80% (of the value in force under timeout: auto).
 	SlowCallDuration time.Duration `yaml:"slow_call_duration" json:"slow_call_duration"`
 	// SlowCallPercent of slow calls that opens it; default 0 means 100
 	// (slow calls alone never open it unless every call is slow).

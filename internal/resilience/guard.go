@@ -61,6 +61,13 @@ func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN 
 // WithListener sets the listener told of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
+// WithCeiling bounds an adaptive sub-budget (Config.AutoTimeout) by the
+// most a caller can ever give the call: the page's deadline minus its
+// reserve. Every call is cut to its caller's deadline anyway; the ceiling
+// keeps the learnt value, and what /v1/resilience shows, within reach.
+// 0 (the default) means no bound beyond timeout_max.
+func WithCeiling(d time.Duration) Option { return func(g *Guard) { g.ceiling = d } }
+
 // settings is one immutable configuration with the window it is measured
 // over. Reconfigure swaps the pointer; a call reads it once and keeps it.
 type settings struct {
@@ -78,6 +85,7 @@ type Guard struct {
 	realClock bool // clock is SystemClock: one time.Now serves both uses
 	listener  Listener
 	randN     func(n int64) int64
+	ceiling   time.Duration // see WithCeiling
 	cur       atomic.Pointer[settings]
 	bulkhead  bulkhead
 	breaker   breaker
@@ -150,7 +158,8 @@ func (g *Guard) Reconfigure(cfg Config) error {
 		if old == nil || !old.cfg.AutoTimeout {
 			from = cfg.Timeout
 		}
-		g.autoTO.Store(int64(min(max(from, cfg.TimeoutMin), cfg.timeoutMax())))
+		lo, hi := g.autoBounds(&cfg)
+		g.autoTO.Store(int64(min(max(from, lo), hi)))
 	}
 	g.cur.Store(s)
 	return nil
@@ -279,7 +288,7 @@ func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ti
 	lat := end.Sub(start)
 	// A call cut short by the caller tells us nothing about the dependency.
 	if kind != KindDeadline {
-		slow := lat >= s.slow
+		slow := lat >= g.slowAfter(s)
 		s.window.record(end, kindCounter(kind), slow, lat)
 		if n > 1 {
 			s.window.add(end, cRetry)
@@ -425,6 +434,27 @@ func (g *Guard) timeout(s *settings) time.Duration {
 		return time.Duration(g.autoTO.Load())
 	}
 	return s.cfg.Timeout
+}
+
+// slowAfter is the slow-call threshold in force. Its default, 80 % of the
+// sub-budget, follows an adaptive sub-budget: measured against the timeout
+// it started from, a dependency that drifted slower (and was followed)
+// would count every call slow and trip the breaker on slowness alone.
+func (g *Guard) slowAfter(s *settings) time.Duration {
+	if s.cfg.AutoTimeout && s.cfg.Breaker.SlowCallDuration == 0 {
+		return time.Duration(g.autoTO.Load()) * 8 / 10
+	}
+	return s.slow
+}
+
+// autoBounds are the limits of an adaptive sub-budget: timeout_min and
+// timeout_max, the ceiling (WithCeiling) lowering both if need be.
+func (g *Guard) autoBounds(cfg *Config) (lo, hi time.Duration) {
+	lo, hi = cfg.TimeoutMin, cfg.timeoutMax()
+	if g.ceiling > 0 {
+		lo, hi = min(lo, g.ceiling), min(hi, g.ceiling)
+	}
+	return lo, hi
 }
 
 // maxWait is how long a call may queue for a slot.

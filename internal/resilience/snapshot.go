@@ -25,7 +25,14 @@ type Snapshot struct {
 	InUse          int64
 	Capacity       int64
 	Queued         int64
-	Timeout        time.Duration
+	// Timeout is the sub-budget in force: with AutoTimeout, the value the
+	// guard has learnt so far, within [TimeoutMin, TimeoutMax].
+	Timeout time.Duration
+	// AutoTimeout: the sub-budget follows the rule (timeout: auto).
+	// TimeoutMin and TimeoutMax are its effective bounds (timeout_max 0
+	// resolved to timeout, both cut to the ceiling); zero when fixed.
+	AutoTimeout            bool
+	TimeoutMin, TimeoutMax time.Duration
 	// Recommended is false while the window holds fewer than
 	// AdvisorMinSuccesses successful calls: too few to judge a tail.
 	Recommended bool
@@ -79,6 +86,10 @@ func (g *Guard) Snapshot(requestDeadline time.Duration) Snapshot {
 		Queued:         g.bulkhead.queued.Load(),
 		Timeout:        g.timeout(s),
 	}
+	if s.cfg.AutoTimeout {
+		snap.AutoTimeout = true
+		snap.TimeoutMin, snap.TimeoutMax = g.autoBounds(&s.cfg)
+	}
 	for i, n := range c {
 		snap.Counts[counterNames[i]] = n
 	}
@@ -97,7 +108,9 @@ func (g *Guard) Snapshot(requestDeadline time.Duration) Snapshot {
 		return snap
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	if snap.RecommendedTimeout > snap.Timeout {
+	// An adaptive sub-budget below the rule is on its way up; only one held
+	// at its ceiling needs an operator.
+	if snap.RecommendedTimeout > snap.Timeout && (!snap.AutoTimeout || snap.Timeout >= snap.TimeoutMax) {
 		// Timeouts at the rate a healthy tail would produce (over 0.1 %,
 		// the background reading's target) while successes reach close to
 		// the budget: the timeout cuts off calls that would have answered.

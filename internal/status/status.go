@@ -26,7 +26,13 @@ type Dependency struct {
 	// LatencyMS covers every attempt that reached the dependency.
 	LatencyMS Latency  `json:"latency_ms"`
 	Bulkhead  Bulkhead `json:"bulkhead"`
-	TimeoutMS float64  `json:"timeout_ms"`
+	// TimeoutMS is the sub-budget in force; with TimeoutMode "auto" the
+	// value learnt so far, between TimeoutMinMS and TimeoutMaxMS (null when
+	// "fixed").
+	TimeoutMS    float64  `json:"timeout_ms"`
+	TimeoutMode  string   `json:"timeout_mode"`
+	TimeoutMinMS *float64 `json:"timeout_min_ms"`
+	TimeoutMaxMS *float64 `json:"timeout_max_ms"`
 	// RecommendedTimeoutMS comes from successful calls only, in whole
 	// milliseconds; null while the window holds too few to judge.
 	RecommendedTimeoutMS *float64 `json:"recommended_timeout_ms"`
@@ -59,6 +65,10 @@ func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Re
 		if warnings == nil {
 			warnings = []string{}
 		}
+		mode, lo, hi := "fixed", (*float64)(nil), (*float64)(nil)
+		if s.AutoTimeout {
+			mode, lo, hi = "auto", ptr(ms(s.TimeoutMin)), ptr(ms(s.TimeoutMax))
+		}
 		r.Dependencies = append(r.Dependencies, Dependency{
 			Name:         s.Name,
 			Breaker:      s.Breaker.String(),
@@ -70,6 +80,9 @@ func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Re
 			},
 			Bulkhead:             Bulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
 			TimeoutMS:            ms(s.Timeout),
+			TimeoutMode:          mode,
+			TimeoutMinMS:         lo,
+			TimeoutMaxMS:         hi,
 			RecommendedTimeoutMS: recommended(s),
 			WindowMS:             g.Config().Breaker.Window.Milliseconds(),
 			Warnings:             warnings,
@@ -79,6 +92,8 @@ func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Re
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func ptr(v float64) *float64 { return &v }
 
 // recommended is the advice in whole milliseconds, or nil (JSON null)
 // while there is none.

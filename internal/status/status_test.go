@@ -108,3 +108,40 @@ func TestRecommendedTimeoutNullThenWholeMilliseconds(t *testing.T) {
 		t.Fatalf("recommended_timeout_ms %v, want a whole number of ms", field())
 	}
 }
+
+// timeout_mode says whether timeout_ms is fixed or learnt, and an auto
+// sub-budget shows its bounds (null when fixed); a change of mode shows at
+// once.
+func TestTimeoutMode(t *testing.T) {
+	g, err := resilience.New("logistics", resilience.Config{Timeout: 500 * time.Millisecond}, resilience.WithCeiling(1400*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func() map[string]any {
+		raw, err := json.Marshal(Build(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Dependencies []map[string]any `json:"dependencies"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Dependencies[0]
+	}
+	d := doc()
+	if d["timeout_mode"] != "fixed" || d["timeout_ms"] != 500.0 || d["timeout_min_ms"] != nil || d["timeout_max_ms"] != nil {
+		t.Fatalf("fixed: %v %v [%v, %v]", d["timeout_mode"], d["timeout_ms"], d["timeout_min_ms"], d["timeout_max_ms"])
+	}
+	if _, ok := d["timeout_max_ms"]; !ok {
+		t.Fatal("timeout_max_ms left out; want null")
+	}
+	if err := g.Reconfigure(resilience.Config{Timeout: 500 * time.Millisecond, AutoTimeout: true, TimeoutMin: 50 * time.Millisecond, TimeoutMax: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	d = doc()
+	if d["timeout_mode"] != "auto" || d["timeout_ms"] != 500.0 || d["timeout_min_ms"] != 50.0 || d["timeout_max_ms"] != 1400.0 {
+		t.Fatalf("auto: %v %v [%v, %v]; want the ceiling 1400 as max", d["timeout_mode"], d["timeout_ms"], d["timeout_min_ms"], d["timeout_max_ms"])
+	}
+}

@@ -59,8 +59,9 @@ func (t *Telemetry) Listener(logger *slog.Logger) resilience.Listener {
 }
 
 var (
-	_ resilience.Listener  = (*listener)(nil)
-	_ orderdetail.Observer = observer{}
+	_ resilience.Listener        = (*listener)(nil)
+	_ resilience.TimeoutListener = (*listener)(nil)
+	_ orderdetail.Observer       = observer{}
 )
 
 type listener struct {
@@ -210,6 +211,40 @@ func (l *listener) OnStateChange(c resilience.StateChange) {
 		slog.String("to", c.To.String()),
 		slog.Time("at", c.At),
 	)
+}
+
+// Directions of orderagg_dependency_timeout_changes_total.
+const (
+	directionUp   = "up"
+	directionDown = "down"
+)
+
+// OnTimeoutChange counts an adaptive sub-budget's move in
+// orderagg_dependency_timeout_changes_total and logs it at INFO. The guard
+// moves it at most once a second and only past a dead band, so the log
+// needs no limiter of its own: a steady dependency writes nothing.
+func (l *listener) OnTimeoutChange(c resilience.TimeoutChange) {
+	ctx := context.Background()
+	dir := directionUp
+	if c.To < c.From {
+		dir = directionDown
+	}
+	l.t.inst.toChanges.Add(ctx, 1, timeoutChangeAttrs(c.Dependency, dir))
+	l.log.LogAttrs(ctx, slog.LevelInfo, "adaptive timeout "+dir,
+		slog.String("dependency", c.Dependency),
+		slog.Duration("from", c.From),
+		slog.Duration("to", c.To),
+		slog.Duration("recommended", c.Recommended),
+		slog.Int64("successes", c.Successes),
+		slog.Time("at", c.At),
+	)
+}
+
+func timeoutChangeAttrs(dep, dir string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(
+		attribute.String(attrDependency, dep),
+		attribute.String(attrDirection, dir),
+	))
 }
 
 func transitionAttrs(c resilience.StateChange) metric.MeasurementOption {

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -148,5 +149,81 @@ func TestLimiter(t *testing.T) {
 	clk.Advance(5 * time.Second)
 	if ok, n := l.allow(); !ok || n != 0 {
 		t.Fatalf("after a quiet spell: %v %d, want true 0", ok, n)
+	}
+}
+
+// stepClock is a resilience.Clock that moves only when told; its timers
+// use real time (the calls below never wait on one).
+type stepClock struct{ now *fakeNow }
+
+func (c stepClock) Now() time.Time { return c.now.Now() }
+
+func (stepClock) NewTimer(d time.Duration) resilience.Timer {
+	return resilience.SystemClock{}.NewTimer(d)
+}
+
+// TestAdaptiveTimeoutThroughGuard drives a real guard with timeout: auto
+// and checks that each move of its sub-budget is counted by direction and
+// logged at INFO with both values, that the gauges show the value in force
+// and the mode, and that the counters exist, at zero, before any move.
+func TestAdaptiveTimeoutThroughGuard(t *testing.T) {
+	h := newHarness(t)
+	clk := stepClock{newFakeNow()}
+	g, err := resilience.New("logistics", resilience.Config{Timeout: 500 * time.Millisecond, AutoTimeout: true},
+		resilience.WithClock(clk), resilience.WithListener(h.tel.Listener(h.log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed, err := resilience.New("coupon", resilience.Config{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.tel.ObserveGuards([]*resilience.Guard{g, fixed}); err != nil {
+		t.Fatal(err)
+	}
+	down := map[string]string{"dependency": "logistics", "direction": "down"}
+	if got := mustSample(t, scrape(t, h.tel), "orderagg_dependency_timeout_changes_total", down); got != 0 {
+		t.Fatalf("changes before any call = %v, want a series at 0", got)
+	}
+	ok := func(context.Context) (int, error) { return 1, nil }
+	// Answers that take no time on the guard's clock: the rule is the 50ms
+	// margin alone, reached in 25 % steps a second.
+	for range 12 {
+		clk.now.Advance(time.Second)
+		for range 200 {
+			if _, err := resilience.Do(context.Background(), g, ok); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var moves []string
+	for _, l := range h.logs.jsonLines(t) {
+		if l["msg"] == "adaptive timeout down" && l["level"] == "INFO" && l["dependency"] == "logistics" {
+			// This handler writes durations as nanoseconds (the service's
+			// own writes them as strings).
+			from, to := time.Duration(l["from"].(float64)), time.Duration(l["to"].(float64))
+			moves = append(moves, fmt.Sprintf("%v→%v", from, to))
+		}
+	}
+	want := "[500ms→375ms 375ms→281ms 281ms→211ms 211ms→158ms 158ms→119ms 119ms→89ms 89ms→67ms 67ms→50ms]"
+	if got := fmt.Sprint(moves); got != want {
+		t.Fatalf("logged moves %s\nwant %s\n%s", got, want, h.logs)
+	}
+	fams := scrape(t, h.tel)
+	if got := mustSample(t, fams, "orderagg_dependency_timeout_changes_total", down); got != 8 {
+		t.Errorf("changes%v = %v, want 8", down, got)
+	}
+	up := map[string]string{"dependency": "logistics", "direction": "up"}
+	if got := mustSample(t, fams, "orderagg_dependency_timeout_changes_total", up); got != 0 {
+		t.Errorf("changes%v = %v, want 0", up, got)
+	}
+	for dep, w := range map[string][2]float64{"logistics": {0.05, 1}, "coupon": {0.3, 0}} {
+		l := map[string]string{"dependency": dep}
+		if got := mustSample(t, fams, "orderagg_dependency_timeout_seconds", l); got != w[0] {
+			t.Errorf("timeout_seconds{%s} = %v, want %v", dep, got, w[0])
+		}
+		if got := mustSample(t, fams, "orderagg_dependency_timeout_adaptive", l); got != w[1] {
+			t.Errorf("timeout_adaptive{%s} = %v, want %v", dep, got, w[1])
+		}
 	}
 }

@@ -28,6 +28,8 @@ const (
 	nameAttemptDuration    = "orderagg_dependency_attempt_duration"
 	nameTimeout            = "orderagg_dependency_timeout"
 	nameRecommendedTimeout = "orderagg_dependency_recommended_timeout"
+	nameTimeoutAdaptive    = "orderagg_dependency_timeout_adaptive"
+	nameTimeoutChanges     = "orderagg_dependency_timeout_changes"
 	nameBreakerState       = "orderagg_breaker_state"
 	nameBreakerTransitions = "orderagg_breaker_transitions"
 	nameBulkheadInUse      = "orderagg_bulkhead_in_use"
@@ -56,6 +58,7 @@ const (
 	attrStatus     = "status"
 	attrDegraded   = "degraded"
 	attrServer     = "server"
+	attrDirection  = "direction"
 )
 
 // Event names of orderagg_dependency_events_total beyond resilience's own
@@ -82,6 +85,7 @@ type instruments struct {
 	hedges      metric.Int64Counter
 	attempt     metric.Float64Histogram
 	transitions metric.Int64Counter
+	toChanges   metric.Int64Counter
 	requests    metric.Int64Counter
 	reqDuration metric.Float64Histogram
 	rejected    metric.Int64Counter
@@ -108,6 +112,7 @@ func (in *instruments) init(m metric.Meter) error {
 	in.hedges = counter(nameHedges, "{attempt}", "Hedged (backup) attempts started.")
 	in.attempt = histogram(nameAttemptDuration, "Duration of each physical attempt, by dependency and outcome.")
 	in.transitions = counter(nameBreakerTransitions, "{transition}", "Circuit breaker state changes, operator overrides included.")
+	in.toChanges = counter(nameTimeoutChanges, "{change}", "Moves of an adaptive sub-budget (timeout: auto), by direction: up or down.")
 	in.requests = counter(nameRequests, "{request}", "Order-detail answers by HTTP status and degraded flag.")
 	in.rejected = counter(nameAdmissionRejected, "{request}", "Order-detail requests refused at admission (503 OVERLOADED), before any work.")
 	in.reqDuration = histogram(nameRequestDuration, "Order-detail request duration, arrival to answer, by HTTP status and degraded flag.")
@@ -284,7 +289,8 @@ func breakerValue(s resilience.State) int64 {
 // ObserveGuards exports each guard's state as gauges read at scrape time:
 // breaker state (0 closed, 1 open, 2 half-open, 3 forced open, 4 forced
 // closed), bulkhead in use, capacity and queued, the sub-budget in force
-// and the recommended one. Reading at scrape time means the gauges cost
+// (the learnt one under timeout: auto), whether it adapts, and the
+// recommended one. Reading at scrape time means the gauges cost
 // nothing between scrapes and always agree with /v1/resilience. Call it once
 // with every guard, the cache's included.
 func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
@@ -305,6 +311,7 @@ func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
 	queued := gauge(nameBulkheadQueued, "{call}", "Calls waiting for a bulkhead slot now.")
 	timeout := fgauge(nameTimeout, "Sub-budget in force for one call, retries and hedges included.")
 	recommended := fgauge(nameRecommendedTimeout, "max(3×P99, 2×P99.9) + margin over the rolling window; 0 without latency history.")
+	adaptive := gauge(nameTimeoutAdaptive, "", "1 when the sub-budget adapts to latency (timeout: auto), 0 when fixed.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("telemetry: guard gauges: %w", err)
 	}
@@ -327,9 +334,14 @@ func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
 			o.ObserveInt64(queued, s.Queued, attrs[i])
 			o.ObserveFloat64(timeout, s.Timeout.Seconds(), attrs[i])
 			o.ObserveFloat64(recommended, s.RecommendedTimeout.Seconds(), attrs[i])
+			var auto int64
+			if s.AutoTimeout {
+				auto = 1
+			}
+			o.ObserveInt64(adaptive, auto, attrs[i])
 		}
 		return nil
-	}, state, inUse, capacity, queued, timeout, recommended)
+	}, state, inUse, capacity, queued, timeout, recommended, adaptive)
 	if err != nil {
 		return fmt.Errorf("telemetry: guard gauges: %w", err)
 	}
@@ -354,6 +366,9 @@ func (t *Telemetry) zeroSeries(deps []string) {
 		in.calls.Add(ctx, 0, d.dep.add...)
 		in.retries.Add(ctx, 0, d.dep.add...)
 		in.hedges.Add(ctx, 0, d.dep.add...)
+		for _, dir := range []string{directionUp, directionDown} {
+			in.toChanges.Add(ctx, 0, timeoutChangeAttrs(dep, dir))
+		}
 		for from := range resilience.State(numStates) {
 			for to := range resilience.State(numStates) {
 				if from != to {

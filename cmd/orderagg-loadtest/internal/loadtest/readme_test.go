@@ -1,12 +1,15 @@
 package loadtest
 
 import (
+	"flag"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/orderagg/orderagg/internal/config"
 )
+
+var update = flag.Bool("update", false, "rewrite the README's loadtest flag table")
 
 // The README's loadtest table is generated from the flag definitions; this
 // fails when a flag, default or help text changes without the README.
@@ -21,7 +24,14 @@ func TestREADMEFlagTable(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatal("README lacks the loadtest table markers")
 	}
-	if got, want := readme[i+len(start):j], config.MarkdownTable(Table()); got != want {
+	got, want := readme[i+len(start):j], config.MarkdownTable(Table())
+	if got != want && *update {
+		if err := os.WriteFile("../../../../README.md", []byte(readme[:i+len(start)]+want+readme[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if got != want {
 		t.Errorf("README's loadtest table is out of date; replace it with:\n%s", want)
 	}
 }

@@ -34,6 +34,7 @@ func scenarios() []scenario {
 		{"floor", "healthy zero-latency downstreams: orderagg's cost against the bare floor", floorCost},
 		{"outage", "throughput and P99 second by second through a 10 s logistics hang", outage},
 		{"core-down", "the order down and uncached: calls to the other three per refused page", coreDown},
+		{"latency-shift", "logistics drifts 150 → 450 → 150 ms: share of calls cut by timeouts and page P99, static 500 ms vs timeout: auto", latencyShift},
 	}
 }
 

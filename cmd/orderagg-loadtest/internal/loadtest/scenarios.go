@@ -509,7 +509,7 @@ func outage(ctx context.Context, e *experiment) error {
 	case recovered < 0:
 		e.finding("orderagg's full pages had not returned by the end of the run")
 	default:
-		e.finding("full pages (≥ 90 %% of a second's answers) returned %d s after logistics recovered: an open breaker waits its 5 s sleep window, then one probe closes it", recovered)
+		e.finding("full pages (≥ 90 %% of a second's answers) returned %d s after logistics recovered: an open breaker waits its sleep window (0.5 s, doubled after each failed probe up to breaker.max_sleep_window, 5 s), then one probe closes it", recovered)
 	}
 
 	perSecond := func(tl []Second, f func(Second) float64) (xs, ys []float64) {
