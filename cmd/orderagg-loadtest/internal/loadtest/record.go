@@ -7,24 +7,31 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/registry"
 )
 
-// Sections are the page's section keys (contract §2), in page order.
-var Sections = []string{"order", "inventory", "coupons", "logistics"}
+// Sections are the page's section keys (contract §2), in page order: the
+// registry's, so a newly registered downstream is counted without an edit
+// here.
+var Sections = func() []string {
+	var out []string
+	for _, d := range registry.Downstreams() {
+		out = append(out, d.Section)
+	}
+	return out
+}()
 
 // Sources a section may report; a value outside these is counted under its
 // own name, and a section absent from a 200 body under "missing", so a
 // service that breaks the contract shows up in the figures.
 var Sources = []string{"live", "cache", "fallback"}
 
-// page is the part of a 200 body the summary needs. Decoding into it skips
-// the sections' data, which the load tool has no use for.
+// page is the part of a 200 body the summary needs: the degraded flag and
+// each section's source and reason, not the sections' data.
 type page struct {
-	Degraded  *bool        `json:"degraded"`
-	Order     *pageSection `json:"order"`
-	Inventory *pageSection `json:"inventory"`
-	Coupons   *pageSection `json:"coupons"`
-	Logistics *pageSection `json:"logistics"`
+	Degraded *bool
+	Sections []*pageSection // by index in Sections; nil: absent
 }
 
 type pageSection struct {
@@ -32,15 +39,28 @@ type pageSection struct {
 	Reason string `json:"reason"`
 }
 
-func (p *page) sections() [4]*pageSection {
-	return [4]*pageSection{p.Order, p.Inventory, p.Coupons, p.Logistics}
-}
-
 // parsePage decodes a 200 body; ok is false when it is not the contract's
-// shape (not JSON, or without the top-level degraded flag).
+// shape (not JSON, without the top-level degraded flag, or with a section
+// that is not an object).
 func parsePage(body []byte) (p page, ok bool) {
-	if err := json.Unmarshal(body, &p); err != nil || p.Degraded == nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
 		return page{}, false
+	}
+	if err := json.Unmarshal(raw["degraded"], &p.Degraded); err != nil || p.Degraded == nil {
+		return page{}, false
+	}
+	p.Sections = make([]*pageSection, len(Sections))
+	for i, name := range Sections {
+		b, present := raw[name]
+		if !present {
+			continue
+		}
+		var s pageSection
+		if err := json.Unmarshal(b, &s); err != nil {
+			return page{}, false
+		}
+		p.Sections[i] = &s
 	}
 	return p, true
 }
@@ -136,7 +156,7 @@ func (r *recorder) add(res result) {
 			r.full.record(res.latency)
 			kind = "ok"
 		}
-		for i, s := range p.sections() {
+		for i, s := range p.Sections {
 			name := Sections[i]
 			if s == nil {
 				r.sources[name]["missing"]++

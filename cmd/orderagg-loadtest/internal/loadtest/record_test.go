@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -295,6 +296,26 @@ func TestSummaryJSONHasTheRunSettings(t *testing.T) {
 		}
 		if len(set) != len(want) {
 			t.Errorf("%v: settings %v, want exactly the keys of %v", tc.args, set, want)
+		}
+	}
+}
+
+// The sections counted are the registry's, in page order, and a page that
+// is not the contract's shape is a bad body.
+func TestParsePage(t *testing.T) {
+	if !slices.Equal(Sections, []string{"order", "inventory", "coupons", "logistics"}) {
+		t.Errorf("Sections = %v, want the registry's page keys", Sections)
+	}
+	p, ok := parsePage([]byte(`{"order_id":"o-1","degraded":true,"order":{"source":"live","degraded":false,"data":{"x":1}},"logistics":{"source":"fallback","reason":"TIMEOUT","status":"UNKNOWN"},"extra":{"source":"live"}}`))
+	if !ok || !*p.Degraded || len(p.Sections) != len(Sections) {
+		t.Fatalf("parsePage = %+v, %v", p, ok)
+	}
+	if p.Sections[0].Source != "live" || p.Sections[1] != nil || p.Sections[2] != nil || *p.Sections[3] != (pageSection{"fallback", "TIMEOUT"}) {
+		t.Errorf("sections %+v %+v %+v %+v", p.Sections[0], p.Sections[1], p.Sections[2], p.Sections[3])
+	}
+	for _, bad := range []string{`not json`, `{}`, `{"degraded":null}`, `{"degraded":"yes"}`, `{"degraded":false,"order":"live"}`, `[]`} {
+		if _, ok := parsePage([]byte(bad)); ok {
+			t.Errorf("parsePage(%s) accepted", bad)
 		}
 	}
 }
