@@ -102,8 +102,9 @@ type wireReview struct {
 }
 
 // averageTolerance is how far a sent average may be from the ratings' mean:
-// the service rounds it to one decimal.
-const averageTolerance = 0.05
+// the service rounds it to one decimal, so up to half that step (1.75 is
+// sent as 1.8), plus float error.
+const averageTolerance = 0.05 + 1e-9
 
 // decodeReviews checks the answer for orderID field by field: a 200 that is
 // not what the service promises is a failure (downstream.ErrMalformed),
