@@ -20,8 +20,9 @@ import (
 )
 
 // TestReviewsRegistered proves docs/adding-a-dependency.md: it copies the
-// repository, applies examples/reviews/register.patch (the guide's changes,
-// exactly the files it lists) and then
+// repository, applies examples/reviews/register.patch (the guide's changes
+// to the files it lists), regenerates the README table and the Kubernetes
+// ConfigMap as the guide says, and then
 //
 //   - in_process: runs the unit and in-process end-to-end suites of every
 //     package the patch touches, plus internal/app (the whole service in
@@ -45,9 +46,12 @@ func TestReviewsRegistered(t *testing.T) {
 	tree := filepath.Join(t.TempDir(), "orderagg")
 	copyRepo(t, root, tree)
 	patch := filepath.Join(root, "examples", "reviews", "register.patch")
-	if out, err := command(tree, "git", "apply", patch).CombinedOutput(); err != nil {
-		t.Fatalf("register.patch does not apply to this tree (refresh it as its header says): %v\n%s", err, out)
+	if out, err := command(tree, "git", "apply", "-C1", patch).CombinedOutput(); err != nil {
+		t.Fatalf("register.patch does not apply to this tree (refresh it: docs/adding-a-dependency.md, \"When the tree moves\"): %v\n%s", err, out)
 	}
+	// The files the guide regenerates rather than edits.
+	goTest(t, tree, "-run", "^TestREADMEConfigTables$", "./internal/config/", "-update")
+	goTest(t, filepath.Join(tree, "deploy", "kubernetes"), "-run", "^TestConfigMap$", ".", "-update")
 
 	t.Run("in_process", func(t *testing.T) {
 		// The example's end-to-end test must run, not skip.
