@@ -452,9 +452,9 @@ func TestEntryDefaultsPassConfigRules(t *testing.T) {
 	if d.Timeout >= deadline || d.CacheMaxAge <= 0 || d.FallbackTimeout <= cache.Timeout {
 		t.Fatalf("timeout %v, cache_max_age %v, fallback_timeout %v (cache timeout %v)", d.Timeout, d.CacheMaxAge, d.FallbackTimeout, cache.Timeout)
 	}
-	// What the entry leaves to the resilience defaults: one retry, the
+	// What the entry leaves to the defaults: a bulkhead, one retry, the
 	// breaker, no hedging.
-	if d.Bulkhead.MaxConcurrent != 50 || d.Retry.MaxAttempts != 2 || d.Hedge.Enabled {
+	if d.Bulkhead.MaxConcurrent < 1 || d.Retry.MaxAttempts != 2 || d.Hedge.Enabled {
 		t.Fatalf("settings %+v", d.Config)
 	}
 	// The guard accepts them, and the admin API shows them keyed like the
