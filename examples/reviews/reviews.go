@@ -103,8 +103,9 @@ type wireReview struct {
 }
 
 // averageTolerance is how far a sent average may be from the ratings' mean:
-// the service rounds it to one decimal.
-const averageTolerance = 0.05
+// the service rounds it to one decimal, so up to half that step (1.75 is
+// sent as 1.8), plus float error.
+const averageTolerance = 0.05 + 1e-9
 
 // decodeReviews checks the answer for orderID field by field: a 200 that is
 // not what the service promises is a failure (downstream.ErrMalformed),
@@ -180,15 +181,13 @@ func reviewRules(w wireReviews, orderID string) (Reviews, error) {
 // the page shows sections in the list's order.
 var Entry = registry.Downstream{
 	// Reviews decorate the page like coupons, and "unknown" (no list, no
-	// average) is an honest default: a small sub-budget, 250ms, and the
-	// usual 50 slots (Little's law: 250 req/s × 100ms tail × 2 headroom).
-	// The breaker, one retry and no hedging are the resilience defaults.
+	// average) is an honest default: a small sub-budget, 250ms. The
+	// bulkhead, the breaker, one retry and no hedging are the defaults.
 	// Reviews change over hours, not seconds, so a copy up to 10 minutes
 	// old is still honest.
 	Name: "reviews", Section: "reviews",
 	Defaults: resilience.Config{
-		Timeout:  250 * time.Millisecond,
-		Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
+		Timeout: 250 * time.Millisecond,
 	},
 	CacheMaxAge: 10 * time.Minute,
 	New:         registry.SectionOf(API, Unknown),

@@ -68,7 +68,7 @@ func TestAdminAPI(t *testing.T) {
 	if got := depState(s, "coupon")["timeout_ms"]; got != 250.0 {
 		t.Fatalf("a bad patch changed the timeout to %v", got)
 	}
-	if a := s.admin("PATCH", "/admin/dependencies/reviews", `{"timeout":"1s"}`, "s3cret-admin-token"); a.status != http.StatusNotFound {
+	if a := s.admin("PATCH", "/admin/dependencies/payments", `{"timeout":"1s"}`, "s3cret-admin-token"); a.status != http.StatusNotFound {
 		t.Fatalf("unknown dependency: %d", a.status)
 	}
 

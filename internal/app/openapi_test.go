@@ -654,7 +654,7 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		sp.exchange(t, http.StatusBadRequest, http.MethodPatch, patch, `{"timeout":"5s"}`, bearer)
 		sp.exchange(t, http.StatusBadRequest, http.MethodPatch, patch, ``, bearer)
 		sp.exchange(t, http.StatusRequestEntityTooLarge, http.MethodPatch, patch, `{"timeout":"`+strings.Repeat("1", 70<<10)+`ms"}`, bearer)
-		sp.exchange(t, http.StatusNotFound, http.MethodPatch, adminURL+"/admin/dependencies/reviews", `{"timeout":"1s"}`, bearer)
+		sp.exchange(t, http.StatusNotFound, http.MethodPatch, adminURL+"/admin/dependencies/payments", `{"timeout":"1s"}`, bearer)
 
 		for _, body := range []string{`{"force":"sideways"}`, `{}`, `{"force":"open","extra":1}`, `[]`} {
 			sp.exchange(t, http.StatusBadRequest, http.MethodPost, force, body, bearer)
@@ -662,7 +662,7 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 				t.Errorf("the spec accepts the breaker body %s that the service refuses", body)
 			}
 		}
-		sp.exchange(t, http.StatusNotFound, http.MethodPost, adminURL+"/admin/dependencies/reviews/breaker", `{"force":"open"}`, bearer)
+		sp.exchange(t, http.StatusNotFound, http.MethodPost, adminURL+"/admin/dependencies/payments/breaker", `{"force":"open"}`, bearer)
 		r = sp.exchange(t, http.StatusOK, http.MethodPost, force, `{"force":"closed"}`, bearer)
 		if r.body["name"] != "logistics" || r.body["force"] != "closed" {
 			t.Fatalf("%v", r.body)

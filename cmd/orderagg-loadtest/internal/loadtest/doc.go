@@ -16,6 +16,14 @@
 // JSON is counted as a bad body, so the tool doubles as a contract check
 // under load.
 //
+// With --json the summary is one object that starts with the run's
+// "settings" (target, closed or open loop and its size, durations as given,
+// ids, limits). A figure that had no data is null, never 0: the rate
+// without a measured window, the latency of a kind of answer that never
+// came (full or degraded pages), the degraded ratio without a 200 answer,
+// the percentiles of a second in which nothing finished. Counts stay
+// numbers.
+//
 // # Closed and open loop
 //
 // With --rate 0 (the default) --concurrency workers each send a request and

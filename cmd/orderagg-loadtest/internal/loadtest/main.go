@@ -73,6 +73,7 @@ func loadURL(ctx context.Context, o Options, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	s := rec.summary(st.Window)
+	s.Settings = p.settings(o.URL)
 	if o.JSON {
 		writeJSON(stdout, s)
 	} else {

@@ -7,24 +7,31 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/registry"
 )
 
-// Sections are the page's section keys (contract §2), in page order.
-var Sections = []string{"order", "inventory", "coupons", "logistics"}
+// Sections are the page's section keys (contract §2), in page order: the
+// registry's, so a newly registered downstream is counted without an edit
+// here.
+var Sections = func() []string {
+	var out []string
+	for _, d := range registry.Downstreams() {
+		out = append(out, d.Section)
+	}
+	return out
+}()
 
 // Sources a section may report; a value outside these is counted under its
 // own name, and a section absent from a 200 body under "missing", so a
 // service that breaks the contract shows up in the figures.
 var Sources = []string{"live", "cache", "fallback"}
 
-// page is the part of a 200 body the summary needs. Decoding into it skips
-// the sections' data, which the load tool has no use for.
+// page is the part of a 200 body the summary needs: the degraded flag and
+// each section's source and reason, not the sections' data.
 type page struct {
-	Degraded  *bool        `json:"degraded"`
-	Order     *pageSection `json:"order"`
-	Inventory *pageSection `json:"inventory"`
-	Coupons   *pageSection `json:"coupons"`
-	Logistics *pageSection `json:"logistics"`
+	Degraded *bool
+	Sections []*pageSection // by index in Sections; nil: absent
 }
 
 type pageSection struct {
@@ -32,15 +39,28 @@ type pageSection struct {
 	Reason string `json:"reason"`
 }
 
-func (p *page) sections() [4]*pageSection {
-	return [4]*pageSection{p.Order, p.Inventory, p.Coupons, p.Logistics}
-}
-
 // parsePage decodes a 200 body; ok is false when it is not the contract's
-// shape (not JSON, or without the top-level degraded flag).
+// shape (not JSON, without the top-level degraded flag, or with a section
+// that is not an object).
 func parsePage(body []byte) (p page, ok bool) {
-	if err := json.Unmarshal(body, &p); err != nil || p.Degraded == nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
 		return page{}, false
+	}
+	if err := json.Unmarshal(raw["degraded"], &p.Degraded); err != nil || p.Degraded == nil {
+		return page{}, false
+	}
+	p.Sections = make([]*pageSection, len(Sections))
+	for i, name := range Sections {
+		b, present := raw[name]
+		if !present {
+			continue
+		}
+		var s pageSection
+		if err := json.Unmarshal(b, &s); err != nil {
+			return page{}, false
+		}
+		p.Sections[i] = &s
 	}
 	return p, true
 }
@@ -136,7 +156,7 @@ func (r *recorder) add(res result) {
 			r.full.record(res.latency)
 			kind = "ok"
 		}
-		for i, s := range p.sections() {
+		for i, s := range p.Sections {
 			name := Sections[i]
 			if s == nil {
 				r.sources[name]["missing"]++
@@ -179,8 +199,12 @@ func (r *recorder) count() int64 {
 }
 
 // Summary is the outcome of one run: what `orderagg-loadtest` prints, and
-// with --json, the object it writes.
+// with --json, the object it writes (see MarshalJSON: a figure without data
+// is null there, never 0).
 type Summary struct {
+	// Settings are the run's load settings; nil when the caller did not
+	// record them.
+	Settings *Settings `json:"settings,omitempty"`
 	// Requests measured: sent after the warm-up, answered or not.
 	Requests int64 `json:"requests"`
 	// RPS is Requests over the measured window (the achieved rate).
@@ -217,6 +241,66 @@ type Summary struct {
 	Timeline []Second `json:"timeline,omitempty"`
 }
 
+// Settings are what a run was asked to do, so a saved --json result says
+// how it was produced. Durations are in the flags' own notation ("2s").
+type Settings struct {
+	URL  string `json:"url"`
+	Mode string `json:"mode"` // "closed" (Concurrency workers) or "open" (Rate req/s)
+	// Rate is null in a closed loop, Concurrency null in an open one: each
+	// mode ignores the other's setting.
+	Rate        *float64 `json:"rate"`
+	Concurrency *int     `json:"concurrency"`
+	Warmup      string   `json:"warmup"`
+	Duration    string   `json:"duration"`
+	MaxRequests int64    `json:"max_requests"`
+	IDs         int      `json:"ids"`
+	Timeout     string   `json:"timeout"`
+}
+
+// settings describes plan p against url.
+func (p plan) settings(url string) *Settings {
+	s := &Settings{URL: url, Mode: "closed", Warmup: p.Warmup.String(), Duration: p.Duration.String(),
+		MaxRequests: p.MaxRequests, IDs: p.IDs, Timeout: p.Timeout.String()}
+	if p.Rate > 0 {
+		s.Mode, s.Rate = "open", &p.Rate
+	} else {
+		s.Concurrency = &p.Concurrency
+	}
+	return s
+}
+
+// MarshalJSON writes the summary with null for every figure that had no
+// data: the rate without a measured window, a latency without requests of
+// that kind, the degraded ratio without 200 answers. A 0 there would read
+// as a measurement ("0 ms", "none degraded") that was never made. Counts
+// stay numbers: zero requests of a kind is a fact.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary // the same fields, without this method
+	return json.Marshal(struct {
+		plain
+		RPS             *float64 `json:"rps"`
+		Latency         *Latency `json:"latency_ms"`
+		LatencyFull     *Latency `json:"latency_full_ms"`
+		LatencyDegraded *Latency `json:"latency_degraded_ms"`
+		DegradedRatio   *float64 `json:"degraded_ratio"`
+	}{
+		plain:           plain(s),
+		RPS:             when(s.WindowS > 0, s.RPS),
+		Latency:         when(s.Requests > 0, s.Latency),
+		LatencyFull:     when(s.OK()-s.DegradedPages > 0, s.LatencyFull),
+		LatencyDegraded: when(s.DegradedPages > 0, s.LatencyDegraded),
+		DegradedRatio:   when(s.OK() > 0, s.DegradedRatio),
+	})
+}
+
+// when is &v if there was data for v, else nil (JSON null).
+func when[T any](data bool, v T) *T {
+	if !data {
+		return nil
+	}
+	return &v
+}
+
 // Second is one second of a run's timeline, by completion time.
 type Second struct {
 	T        int     `json:"t"`
@@ -225,6 +309,18 @@ type Second struct {
 	Failed   int64   `json:"failed"`   // any other status, or no answer
 	P50MS    float64 `json:"p50_ms"`
 	P99MS    float64 `json:"p99_ms"`
+}
+
+// MarshalJSON writes a second in which nothing finished with null
+// percentiles, not 0 ms.
+func (s Second) MarshalJSON() ([]byte, error) {
+	type plain Second
+	some := s.OK+s.Degraded+s.Failed > 0
+	return json.Marshal(struct {
+		plain
+		P50MS *float64 `json:"p50_ms"`
+		P99MS *float64 `json:"p99_ms"`
+	}{plain(s), when(some, s.P50MS), when(some, s.P99MS)})
 }
 
 // summary computes the figures over a measured window of the given length.

@@ -1,12 +1,20 @@
 package loadtest
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"encoding/xml"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/registry"
 )
 
 func TestHistogramBucketsCoverEveryValue(t *testing.T) {
@@ -148,6 +156,172 @@ func TestNiceTicks(t *testing.T) {
 		ticks := niceTicks(c.lo, c.hi, 5)
 		if got := ticks[len(ticks)-1]; got < c.hi || got > c.last*1.0001 || ticks[0] != 0 {
 			t.Errorf("niceTicks(%v, %v) = %v", c.lo, c.hi, ticks)
+		}
+	}
+}
+
+// jsonOf is v as --json writes it, decoded into generic values so that a
+// null can be told from a 0.
+func jsonOf(t *testing.T, v any) map[string]any {
+	t.Helper()
+	var b bytes.Buffer
+	writeJSON(&b, v)
+	var m map[string]any
+	if err := json.Unmarshal(b.Bytes(), &m); err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	return m
+}
+
+// A figure without data is null in --json, never a 0 that reads as a
+// measurement; counts stay numbers.
+func TestSummaryJSONNullsWhereThereWasNoData(t *testing.T) {
+	origin := time.Now()
+	page := func(degraded bool) []byte {
+		sec := `{"source":"live","degraded":false}`
+		return []byte(`{"degraded":` + strconv.FormatBool(degraded) + `,"order":` + sec + `,"inventory":` + sec + `,"coupons":` + sec + `,"logistics":` + sec + `}`)
+	}
+	for _, tc := range []struct {
+		name   string
+		add    []result
+		window time.Duration
+		null   []string // top-level keys that must be null
+		number []string // top-level keys that must be numbers or objects
+	}{{
+		name: "nothing measured", window: 0,
+		null:   []string{"rps", "latency_ms", "latency_full_ms", "latency_degraded_ms", "degraded_ratio"},
+		number: []string{"requests", "window_s", "errors", "degraded_pages", "bad_bodies"},
+	}, {
+		name: "only 503s", window: time.Second,
+		add:    []result{{start: origin, latency: 3 * time.Millisecond, status: 503}},
+		null:   []string{"latency_full_ms", "latency_degraded_ms", "degraded_ratio"},
+		number: []string{"rps", "latency_ms", "requests"},
+	}, {
+		name: "only full pages", window: time.Second,
+		add:    []result{{start: origin, latency: 3 * time.Millisecond, status: 200, body: page(false)}},
+		null:   []string{"latency_degraded_ms"},
+		number: []string{"rps", "latency_ms", "latency_full_ms", "degraded_ratio"},
+	}, {
+		name: "only degraded pages", window: time.Second,
+		add:    []result{{start: origin, latency: 3 * time.Millisecond, status: 200, body: page(true)}},
+		null:   []string{"latency_full_ms"},
+		number: []string{"rps", "latency_ms", "latency_degraded_ms", "degraded_ratio"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRecorder()
+			for _, res := range tc.add {
+				r.add(res)
+			}
+			m := jsonOf(t, r.summary(tc.window))
+			for _, k := range tc.null {
+				if v, ok := m[k]; !ok || v != nil {
+					t.Errorf("%s = %v (present %v), want null", k, v, ok)
+				}
+			}
+			for _, k := range tc.number {
+				if m[k] == nil {
+					t.Errorf("%s is null or missing, want a figure", k)
+				}
+			}
+			if _, ok := m["settings"]; ok {
+				t.Errorf("settings written though none were recorded: %v", m["settings"])
+			}
+		})
+	}
+	// The 0 that was measured stays 0: a ratio of no degraded pages.
+	r := newRecorder()
+	r.add(result{start: origin, latency: time.Millisecond, status: 200, body: page(false)})
+	if m := jsonOf(t, r.summary(time.Second)); m["degraded_ratio"] != 0.0 {
+		t.Errorf("degraded_ratio = %v, want 0", m["degraded_ratio"])
+	}
+
+	// A second of the timeline in which nothing finished has no percentiles.
+	r = newRecorder().withTimeline(origin)
+	r.add(result{start: origin, latency: 10 * time.Millisecond, status: 200, body: page(false)})
+	r.add(result{start: origin.Add(2 * time.Second), latency: 10 * time.Millisecond, status: 503})
+	tl := jsonOf(t, r.summary(3*time.Second))["timeline"].([]any)
+	if len(tl) != 3 {
+		t.Fatalf("timeline %v", tl)
+	}
+	for i, want := range []bool{false, true, false} {
+		sec := tl[i].(map[string]any)
+		if (sec["p50_ms"] == nil) != want || (sec["p99_ms"] == nil) != want {
+			t.Errorf("second %d: p50 %v p99 %v, want null: %v", i, sec["p50_ms"], sec["p99_ms"], want)
+		}
+		if sec["ok"] == nil || sec["failed"] == nil {
+			t.Errorf("second %d: counts null: %v", i, sec)
+		}
+	}
+	// What --json writes still decodes into a Summary.
+	var b bytes.Buffer
+	writeJSON(&b, r.summary(3*time.Second))
+	var back Summary
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.Requests != 2 || back.Latency.Max != 10 || len(back.Timeline) != 3 {
+		t.Errorf("round trip: %+v, %v", back, err)
+	}
+}
+
+// --json records how the run was made: the target, the loop and its size,
+// the durations as given, the id spread and the limits.
+func TestSummaryJSONHasTheRunSettings(t *testing.T) {
+	srv := fakeService(t, 0)
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{{
+		args: []string{"--concurrency", "3"},
+		want: map[string]any{"mode": "closed", "concurrency": 3.0, "rate": nil},
+	}, {
+		args: []string{"--rate", "400"},
+		want: map[string]any{"mode": "open", "rate": 400.0, "concurrency": nil},
+	}} {
+		args := append([]string{"--url", srv.URL, "--ids", "4", "--max-requests", "8", "--warmup", "0s",
+			"--duration", "30s", "--timeout", "2500ms", "--json"}, tc.args...)
+		code, out, stderr := runMain(t, context.Background(), nil, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, stderr %s", args, code, stderr)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		set, ok := m["settings"].(map[string]any)
+		if !ok {
+			t.Fatalf("%v: no settings object in %s", tc.args, out)
+		}
+		want := map[string]any{"url": srv.URL, "warmup": "0s", "duration": "30s", "timeout": "2.5s", "ids": 4.0, "max_requests": 8.0}
+		maps.Copy(want, tc.want)
+		for k, w := range want {
+			if got, ok := set[k]; !ok || got != w {
+				t.Errorf("%v: settings.%s = %v (present %v), want %v", tc.args, k, got, ok, w)
+			}
+		}
+		if len(set) != len(want) {
+			t.Errorf("%v: settings %v, want exactly the keys of %v", tc.args, set, want)
+		}
+	}
+}
+
+// The sections counted are the registry's, in page order, and a page that
+// is not the contract's shape is a bad body.
+func TestParsePage(t *testing.T) {
+	var want []string
+	for _, d := range registry.Downstreams() {
+		want = append(want, d.Section)
+	}
+	if !slices.Equal(Sections, want) || !slices.Contains(Sections, "coupons") {
+		t.Errorf("Sections = %v, want the registry's page keys %v", Sections, want)
+	}
+	p, ok := parsePage([]byte(`{"order_id":"o-1","degraded":true,"order":{"source":"live","degraded":false,"data":{"x":1}},"logistics":{"source":"fallback","reason":"TIMEOUT","status":"UNKNOWN"},"extra":{"source":"live"}}`))
+	if !ok || !*p.Degraded || len(p.Sections) != len(Sections) {
+		t.Fatalf("parsePage = %+v, %v", p, ok)
+	}
+	if p.Sections[0].Source != "live" || p.Sections[1] != nil || p.Sections[2] != nil || *p.Sections[3] != (pageSection{"fallback", "TIMEOUT"}) {
+		t.Errorf("sections %+v %+v %+v %+v", p.Sections[0], p.Sections[1], p.Sections[2], p.Sections[3])
+	}
+	for _, bad := range []string{`not json`, `{}`, `{"degraded":null}`, `{"degraded":"yes"}`, `{"degraded":false,"order":"live"}`, `[]`} {
+		if _, ok := parsePage([]byte(bad)); ok {
+			t.Errorf("parsePage(%s) accepted", bad)
 		}
 	}
 }

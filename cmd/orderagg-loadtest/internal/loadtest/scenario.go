@@ -199,7 +199,9 @@ func (e *experiment) measure(ctx context.Context, name, url string, p plan, rec 
 	if e.tty {
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
-	return rec.summary(st.Window), st
+	s := rec.summary(st.Window)
+	s.Settings = p.settings(url)
+	return s, st
 }
 
 // runScenario runs o.Scenario and prints its report.
