@@ -99,8 +99,8 @@ func (e *embedded) close() {
 // store does neither) is left to miniredis for good: the hook cannot see
 // which database a connection uses or queue into its transaction.
 type nativePut struct {
-	srv    *miniredis.Miniredis
-	sha    string // putScript's SHA1, hex
+	srv      *miniredis.Miniredis
+	sha      string // putScript's SHA1, hex
 	mu       sync.Mutex
 	loaded   atomic.Bool
 	answered atomic.Int64 // calls answered natively, for tests
