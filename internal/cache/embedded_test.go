@@ -22,7 +22,9 @@ type nativeAndLua struct {
 
 func startNativeAndLua(t *testing.T) *nativeAndLua {
 	t.Helper()
-	emb, err := startEmbedded()
+	// No clock: a tick between a write and its check would age one
+	// server's TTLs and not the other's.
+	emb, err := startEmbeddedServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,12 +216,12 @@ func TestNativePutKeepsTheScriptCache(t *testing.T) {
 		}
 	}
 	noScript("fresh server")
-	// EVAL runs the Lua once, which caches the script; EVALSHA is then native.
+	// EVAL caches the script, as in Redis; EVALSHA then finds it.
 	if n, err := putScript.Eval(ctx, p.native, []string{"k"}, args...).Int(); err != nil || n != 1 {
 		t.Fatalf("EVAL = %d, %v", n, err)
 	}
-	if p.emb.put.answered.Load() != 0 {
-		t.Fatal("the first EVAL was answered natively; miniredis would not know the script")
+	if p.emb.put.answered.Load() != 1 {
+		t.Fatal("EVAL not answered natively")
 	}
 	if exists := p.native.ScriptExists(ctx, putScript.Hash()).Val(); len(exists) != 1 || !exists[0] {
 		t.Fatalf("SCRIPT EXISTS after EVAL = %v", exists)
@@ -227,7 +229,7 @@ func TestNativePutKeepsTheScriptCache(t *testing.T) {
 	if n, err := putScript.EvalSha(ctx, p.native, []string{"k"}, args...).Int(); err != nil || n != 0 {
 		t.Fatalf("EVALSHA of an equal as_of = %d, %v, want 0", n, err)
 	}
-	if p.emb.put.answered.Load() != 1 {
+	if p.emb.put.answered.Load() != 2 {
 		t.Fatal("EVALSHA after EVAL not answered natively")
 	}
 	if err := p.native.ScriptFlush(ctx).Err(); err != nil {
@@ -240,7 +242,7 @@ func TestNativePutKeepsTheScriptCache(t *testing.T) {
 	if err := putScript.EvalSha(ctx, p.native, []string{"k"}, args...).Err(); err != nil {
 		t.Fatalf("EVALSHA after SCRIPT LOAD: %v", err)
 	}
-	if p.emb.put.answered.Load() != 2 {
+	if p.emb.put.answered.Load() != 3 {
 		t.Fatal("EVALSHA after SCRIPT LOAD not answered natively")
 	}
 }
@@ -276,5 +278,120 @@ func TestNativePutLeavesTransactionsAndOtherDatabases(t *testing.T) {
 	}
 	if p.nativeSrv.DB(1).Type("other") != "hash" || p.nativeSrv.DB(0).Exists("other") {
 		t.Fatal("the write on db 1 did not land in db 1 alone")
+	}
+}
+
+// The store's own traffic keeps the server in fast mode, where the keys
+// written natively expire from the deadline index, tick by tick.
+func TestFastModeExpiresFromTheIndex(t *testing.T) {
+	emb, err := startEmbeddedServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.close()
+	n := emb.put
+	t0 := n.lastTick
+	s := mustOpen(t, Config{URL: "redis://" + emb.addr()})
+	asOf := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	s.Put("order", "o-1", entry(asOf, `{"a":1}`), 10*time.Second)
+	s.Put("order", "o-2", entry(asOf, `{"a":2}`), 20*time.Second)
+	mustFlush(t, s)
+	mustGet(t, s, "order", "o-1")
+	if n.exactNow.Load() {
+		t.Fatal("the store's traffic switched the server to exact mode")
+	}
+	k1, k2 := key(DefaultKeyPrefix, "order", "o-1"), key(DefaultKeyPrefix, "order", "o-2")
+
+	n.tick(t0.Add(5 * time.Second))
+	// Rewritten at t0+5 s with 10 s: due at t0+15 s, not t0+10 s.
+	s.Put("order", "o-1", entry(asOf.Add(time.Second), `{"a":3}`), 10*time.Second)
+	mustFlush(t, s)
+	n.tick(t0.Add(10 * time.Second))
+	if !emb.srv.Exists(k1) {
+		t.Fatal("a rewritten key expired at its first deadline")
+	}
+	n.tick(t0.Add(15 * time.Second))
+	if emb.srv.Exists(k1) || !emb.srv.Exists(k2) {
+		t.Fatalf("at t0+15 s: o-1 exists %v (want false), o-2 %v (want true)", emb.srv.Exists(k1), emb.srv.Exists(k2))
+	}
+	if _, err := s.Get(context.Background(), "order", "o-1"); err == nil {
+		t.Fatal("Get served an expired key")
+	}
+	n.tick(t0.Add(20 * time.Second))
+	if emb.srv.Exists(k2) {
+		t.Fatal("o-2 outlived its TTL")
+	}
+	if n.exactNow.Load() || len(n.due) != 0 {
+		t.Fatalf("exact %v, %d deadlines left", n.exactNow.Load(), len(n.due))
+	}
+}
+
+// Any other command switches to exact mode, where every key has the TTL it
+// has left and miniredis's clock ages it, as before.
+func TestExactModeKeepsTheTTLsLeft(t *testing.T) {
+	emb, err := startEmbeddedServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.close()
+	n := emb.put
+	t0 := n.lastTick
+	s := mustOpen(t, Config{URL: "redis://" + emb.addr()})
+	asOf := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	s.Put("order", "o-1", entry(asOf, `{"a":1}`), 10*time.Second)
+	mustFlush(t, s)
+	n.tick(t0.Add(4 * time.Second))
+
+	ctx := context.Background()
+	k := key(DefaultKeyPrefix, "order", "o-1")
+	if ttl := s.Client().PTTL(ctx, k).Val(); ttl != 6*time.Second {
+		t.Fatalf("PTTL after 4 s of 10 s = %v, want 6s", ttl)
+	}
+	if !n.exactNow.Load() {
+		t.Fatal("PTTL did not switch to exact mode")
+	}
+	// Exact mode: a new write's TTL is miniredis's, aged by its clock.
+	s.Put("order", "o-2", entry(asOf, `{"a":2}`), 3*time.Second)
+	mustFlush(t, s)
+	n.tick(t0.Add(6 * time.Second))
+	if ttl := s.Client().PTTL(ctx, k).Val(); ttl != 4*time.Second {
+		t.Fatalf("PTTL at 6 s = %v, want 4s", ttl)
+	}
+	n.tick(t0.Add(7 * time.Second))
+	if emb.srv.Exists(key(DefaultKeyPrefix, "order", "o-2")) {
+		t.Fatal("o-2 outlived its 3 s TTL in exact mode")
+	}
+	n.tick(t0.Add(10 * time.Second))
+	if emb.srv.Exists(k) {
+		t.Fatal("o-1 outlived its TTL across the switch")
+	}
+}
+
+// Rewrites leave stale deadlines behind; the queue is compacted so that it
+// stays proportional to the keys, not to the writes.
+func TestDeadlineQueueStaysBounded(t *testing.T) {
+	emb, err := startEmbeddedServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.close()
+	n := emb.put
+	s := mustOpen(t, Config{URL: "redis://" + emb.addr()})
+	asOf := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := n.lastTick
+	for i := range 3000 {
+		s.Put("order", "o-1", entry(asOf.Add(time.Duration(i)*time.Microsecond), `{}`), time.Hour)
+		if i%500 == 0 {
+			mustFlush(t, s)
+			now = now.Add(time.Second)
+			n.tick(now)
+		}
+	}
+	mustFlush(t, s)
+	n.tick(now.Add(time.Second))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.due) != 1 || len(n.queue) > 2*len(n.due)+1024 {
+		t.Fatalf("%d keys, %d deadlines queued", len(n.due), len(n.queue))
 	}
 }

@@ -33,6 +33,8 @@ func scenarios() []scenario {
 		{"retry-storm", "a dependency failing 50 %: physical attempts per request, retry budget vs naive retries", retryStorm},
 		{"floor", "healthy zero-latency downstreams: orderagg's cost against the bare floor", floorCost},
 		{"outage", "throughput and P99 second by second through a 10 s logistics hang", outage},
+		{"embedded", "the embedded last-good cache against redis-server: pages/s side by side", embeddedVsRedis},
+		{"hang-cost", "healthy vs logistics hung (breaker open), side by side: is a degraded page cheaper?", hangCost},
 	}
 }
 
@@ -60,6 +62,9 @@ type experiment struct {
 	stderr io.Writer
 	tty    bool
 	report *Report
+	// redisPID is the redis-server child's process id, 0 when there is
+	// none; its CPU is counted with the service's where a scenario says so.
+	redisPID int
 }
 
 // Report is what a scenario prints: the table for people, and with --json
@@ -240,6 +245,7 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 		default:
 			defer rs.stop()
 			e.o.RedisURL = rs.url
+			e.redisPID = rs.cmd.Process.Pid
 			e.report.Cache = fmt.Sprintf("redis-server %s, a child process on %s, as a deployment has (give --redis-url to use another)", rs.version, strings.TrimPrefix(rs.url, "redis://"))
 		}
 	}
