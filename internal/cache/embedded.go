@@ -182,7 +182,6 @@ func (n *nativePut) hook(c *server.Peer, cmd string, args ...string) bool {
 		return false
 	default:
 		if !storeCommands[cmd] {
-			println("EXACT", cmd)
 			n.goExact()
 		}
 		return false
