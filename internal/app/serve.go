@@ -180,9 +180,11 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		}
 	}
 	agg, err := orderdetail.New(orderdetail.Config{
-		Core:       core,
-		Sections:   rest,
-		Store:      store,
+		Core:     core,
+		Sections: rest,
+		// Reads reused for a moment: while a breaker is open, every page
+		// of an order needs the same last-good entry (cache.Near).
+		Store:      cache.NewNear(store, cache.NearConfig{}),
 		CacheGuard: guards[config.NameCache],
 		Reserve:    cfg.Reserve,
 		Observer:   tel.Observer(),

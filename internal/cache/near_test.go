@@ -1,0 +1,269 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/orderagg/orderagg/internal/orderdetail"
+)
+
+// fakeStore is a LastGood in memory that counts its reads.
+type fakeStore struct {
+	mu      sync.Mutex
+	m       map[string]orderdetail.CacheEntry
+	gets    int
+	puts    int
+	ctxPuts int
+	err     error // returned by Get when set
+}
+
+func newFakeStore() *fakeStore { return &fakeStore{m: map[string]orderdetail.CacheEntry{}} }
+
+func (f *fakeStore) Get(_ context.Context, dep, id string) (orderdetail.CacheEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gets++
+	if f.err != nil {
+		return orderdetail.CacheEntry{}, f.err
+	}
+	e, ok := f.m[dep+"/"+id]
+	if !ok {
+		return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
+	}
+	return e, nil
+}
+
+func (f *fakeStore) Put(dep, id string, e orderdetail.CacheEntry, _ time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.puts++
+	if cur, ok := f.m[dep+"/"+id]; !ok || e.AsOf.After(cur.AsOf) {
+		f.m[dep+"/"+id] = e
+	}
+}
+
+func (f *fakeStore) reads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gets
+}
+
+// ctxStore is a fakeStore that also takes the request's context.
+type ctxStore struct{ *fakeStore }
+
+func (c ctxStore) PutContext(_ context.Context, dep, id string, e orderdetail.CacheEntry, ttl time.Duration) {
+	c.mu.Lock()
+	c.ctxPuts++
+	c.mu.Unlock()
+	c.Put(dep, id, e, ttl)
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newNearForTest(next orderdetail.LastGood) (*Near, *fakeClock) {
+	clk := &fakeClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	return NewNear(next, NearConfig{TTL: 2 * time.Second, Now: clk.now}), clk
+}
+
+func mustNearGet(t *testing.T, n *Near, dep, id string) orderdetail.CacheEntry {
+	t.Helper()
+	e, err := n.Get(context.Background(), dep, id)
+	if err != nil {
+		t.Fatalf("Get(%s, %s): %v", dep, id, err)
+	}
+	return e
+}
+
+func TestNearReusesAReadForItsTTL(t *testing.T) {
+	st := newFakeStore()
+	asOf := time.Date(2025, 3, 1, 11, 59, 0, 0, time.UTC)
+	st.Put("logistics", "o-1", entry(asOf, `{"a":1}`), time.Minute)
+	n, clk := newNearForTest(st)
+
+	for range 3 {
+		if got := mustNearGet(t, n, "logistics", "o-1"); string(got.Payload) != `{"a":1}` || !got.AsOf.Equal(asOf) {
+			t.Fatalf("got %s at %v", got.Payload, got.AsOf)
+		}
+		clk.advance(500 * time.Millisecond)
+	}
+	if st.reads() != 1 {
+		t.Fatalf("store read %d times within the TTL, want 1", st.reads())
+	}
+	// Another instance writes a newer entry: seen once the TTL is over.
+	st.Put("logistics", "o-1", entry(asOf.Add(time.Second), `{"a":2}`), time.Minute)
+	clk.advance(499 * time.Millisecond) // 1.999 s after the read
+	if got := mustNearGet(t, n, "logistics", "o-1"); string(got.Payload) != `{"a":1}` {
+		t.Fatalf("within the TTL: %s", got.Payload)
+	}
+	clk.advance(time.Millisecond) // 2 s: expired
+	if got := mustNearGet(t, n, "logistics", "o-1"); string(got.Payload) != `{"a":2}` {
+		t.Fatalf("after the TTL: %s, want the newer entry", got.Payload)
+	}
+	if st.reads() != 2 {
+		t.Fatalf("store reads = %d, want 2", st.reads())
+	}
+	if s := n.Stats(); s.Hits != 3 || s.Reads != 2 {
+		t.Fatalf("Stats = %+v", s)
+	}
+}
+
+func TestNearKeepsMissesNotFailures(t *testing.T) {
+	st := newFakeStore()
+	n, clk := newNearForTest(st)
+	ctx := context.Background()
+	for range 2 {
+		if _, err := n.Get(ctx, "coupon", "o-9"); !errors.Is(err, orderdetail.ErrCacheMiss) {
+			t.Fatalf("err = %v, want ErrCacheMiss", err)
+		}
+	}
+	if st.reads() != 1 {
+		t.Fatalf("a miss was read %d times, want 1 (kept)", st.reads())
+	}
+	clk.advance(2 * time.Second)
+	boom := errors.New("redis down")
+	st.err = boom
+	for range 2 {
+		if _, err := n.Get(ctx, "coupon", "o-9"); !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want the store's failure", err)
+		}
+	}
+	if st.reads() != 3 {
+		t.Fatalf("store reads = %d, want every failing read passed on (3)", st.reads())
+	}
+}
+
+func TestNearNewestWins(t *testing.T) {
+	st := newFakeStore()
+	t0 := time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC)
+	st.Put("inventory", "o-1", entry(t0, `"t0"`), time.Minute)
+	n, _ := newNearForTest(st)
+	mustNearGet(t, n, "inventory", "o-1")
+
+	n.Put("inventory", "o-1", entry(t0.Add(time.Second), `"t1"`), time.Minute)
+	if got := mustNearGet(t, n, "inventory", "o-1"); string(got.Payload) != `"t1"` {
+		t.Fatalf("after a newer Put: %s", got.Payload)
+	}
+	n.Put("inventory", "o-1", entry(t0.Add(-time.Second), `"older"`), time.Minute)
+	n.Put("inventory", "o-1", entry(t0.Add(time.Second), `"equal"`), time.Minute)
+	if got := mustNearGet(t, n, "inventory", "o-1"); string(got.Payload) != `"t1"` {
+		t.Fatalf("an older or equal Put replaced the kept entry: %s", got.Payload)
+	}
+
+	// A kept miss is replaced by the first Put.
+	if _, err := n.Get(context.Background(), "inventory", "o-2"); !errors.Is(err, orderdetail.ErrCacheMiss) {
+		t.Fatal(err)
+	}
+	n.Put("inventory", "o-2", entry(t0, `"live"`), time.Minute)
+	if got := mustNearGet(t, n, "inventory", "o-2"); string(got.Payload) != `"live"` {
+		t.Fatalf("the kept miss hid a Put: %s", got.Payload)
+	}
+	// Unservable entries are ignored here as by the store.
+	n.Put("inventory", "o-2", entry(t0.Add(time.Hour), ``), time.Minute)
+	n.Put("inventory", "o-2", entry(t0.Add(time.Hour), `"no ttl"`), 0)
+	if got := mustNearGet(t, n, "inventory", "o-2"); string(got.Payload) != `"live"` {
+		t.Fatalf("an unservable Put replaced the entry: %s", got.Payload)
+	}
+	// Puts still reach the store, and do not fill the near cache.
+	before := n.Len()
+	n.Put("inventory", "o-3", entry(t0, `"x"`), time.Minute)
+	if n.Len() != before {
+		t.Fatal("a Put added an entry nobody read")
+	}
+	if st.puts != 8 {
+		t.Fatalf("store got %d puts, want 8", st.puts)
+	}
+}
+
+// A slower read must not replace what a newer Put left.
+func TestNearReadDoesNotUndoANewerPut(t *testing.T) {
+	st := newFakeStore()
+	t0 := time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC)
+	n, _ := newNearForTest(st)
+	k := nearKey{"order", "o-1"}
+	s := n.shard(k)
+	n.keep(s, k, nearEntry{e: entry(t0.Add(time.Second), `"put"`), read: n.now()})
+	n.keep(s, k, nearEntry{e: entry(t0, `"slow read"`), read: n.now()})
+	n.keep(s, k, nearEntry{miss: true, read: n.now()})
+	if got := mustNearGet(t, n, "order", "o-1"); string(got.Payload) != `"put"` {
+		t.Fatalf("got %s", got.Payload)
+	}
+}
+
+func TestNearIsBounded(t *testing.T) {
+	st := newFakeStore()
+	clk := &fakeClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	n := NewNear(st, NearConfig{TTL: time.Second, MaxEntries: 64, Now: clk.now})
+	for i := range 5000 {
+		_, _ = n.Get(context.Background(), "logistics", fmt.Sprintf("o-%d", i))
+		if i%100 == 0 {
+			clk.advance(300 * time.Millisecond)
+		}
+	}
+	if got := n.Len(); got > 64 {
+		t.Fatalf("Len = %d, want at most 64", got)
+	}
+}
+
+func TestNearPassesTheContextOn(t *testing.T) {
+	st := ctxStore{newFakeStore()}
+	n, _ := newNearForTest(st)
+	n.PutContext(context.Background(), "order", "o-1", entry(time.Now(), `{}`), time.Minute)
+	n.Put("order", "o-2", entry(time.Now(), `{}`), time.Minute)
+	if st.ctxPuts != 1 || st.puts != 2 {
+		t.Fatalf("ctxPuts %d, puts %d", st.ctxPuts, st.puts)
+	}
+	plain := newFakeStore()
+	n2, _ := newNearForTest(plain)
+	n2.PutContext(context.Background(), "order", "o-1", entry(time.Now(), `{}`), time.Minute)
+	if plain.puts != 1 {
+		t.Fatal("PutContext on a store without it lost the entry")
+	}
+}
+
+// In front of the real store, corrupt values stay misses and entries come
+// back as written.
+func TestNearInFrontOfTheStore(t *testing.T) {
+	s := mustOpen(t, Config{})
+	n := NewNear(s, NearConfig{})
+	ctx := context.Background()
+	asOf := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	n.Put("logistics", "o-1", entry(asOf, `{"status":"IN_TRANSIT"}`), time.Minute)
+	mustFlush(t, s)
+	for range 2 {
+		e, err := n.Get(ctx, "logistics", "o-1")
+		if err != nil || string(e.Payload) != `{"status":"IN_TRANSIT"}` || !e.AsOf.Equal(asOf) {
+			t.Fatalf("Get = %s at %v, %v", e.Payload, e.AsOf, err)
+		}
+	}
+	if err := s.Client().Set(ctx, key(DefaultKeyPrefix, "logistics", "o-2"), "garbage", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := n.Get(ctx, "logistics", "o-2"); !errors.Is(err, orderdetail.ErrCacheMiss) {
+			t.Fatalf("corrupt value: err = %v", err)
+		}
+	}
+	if st := s.Stats(); st.Hits != 1 || st.Corrupt != 1 {
+		t.Fatalf("store Stats = %+v, want one read of each", st)
+	}
+}
