@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -37,11 +36,12 @@ type NearConfig struct {
 // answer, and without Near each reads Redis, so a degraded page cost more
 // than a healthy one (issue #17).
 //
-// What it keeps: the answer of each read (an entry, or a miss: absent,
-// expired or corrupt, all of which the store reports as ErrCacheMiss) for
-// TTL after the read. A store failure is not kept, so the cache's guard
-// still sees every failure. Reads only ever happen after a failure, so Near
-// only holds entries for dependencies that are failing.
+// What it keeps: each entry a read found, for TTL after the read. A miss
+// (absent, expired or corrupt) is not kept: the entry may be on its way
+// (this instance's write-behind queue, or another instance), and a kept miss
+// would hide it for the TTL. A store failure is not kept either, so the
+// cache's guard still sees every failure. Reads only ever happen after a
+// failure, so Near only holds entries of dependencies that are failing.
 //
 // Newest-wins holds within the instance: a Put of a newer entry replaces
 // the kept one (an older one never does) and still goes to the store. A
@@ -77,7 +77,6 @@ type nearKey struct{ dep, orderID string }
 
 type nearEntry struct {
 	e    orderdetail.CacheEntry
-	miss bool      // the store had nothing servable
 	read time.Time // when the store was read
 }
 
@@ -120,18 +119,12 @@ func (n *Near) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheE
 	s.mu.Unlock()
 	if ok && now.Sub(ent.read) < n.ttl && !now.Before(ent.read) {
 		n.hits.Add(1)
-		if ent.miss {
-			return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
-		}
 		return ent.e, nil
 	}
 	n.reads.Add(1)
 	e, err := n.next.Get(ctx, dep, orderID)
-	switch {
-	case err == nil:
+	if err == nil {
 		n.keep(s, k, nearEntry{e: e, read: now})
-	case errors.Is(err, orderdetail.ErrCacheMiss):
-		n.keep(s, k, nearEntry{miss: true, read: now})
 	}
 	return e, err
 }
@@ -141,7 +134,7 @@ func (n *Near) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheE
 func (n *Near) keep(s *nearShard, k nearKey, ent nearEntry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.m[k]; ok && !cur.miss && (ent.miss || cur.e.AsOf.After(ent.e.AsOf)) && ent.read.Sub(cur.read) < n.ttl {
+	if cur, ok := s.m[k]; ok && cur.e.AsOf.After(ent.e.AsOf) && ent.read.Sub(cur.read) < n.ttl {
 		// What this read found is older than what is kept (written here
 		// since, or read by a slower concurrent Get): keep the newer one.
 		return
@@ -197,7 +190,7 @@ func (n *Near) refresh(dep, orderID string, e orderdetail.CacheEntry, ttl time.D
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.m[k]
-	if !ok || (!cur.miss && !e.AsOf.After(cur.e.AsOf)) {
+	if !ok || !e.AsOf.After(cur.e.AsOf) {
 		return
 	}
 	// The read time stays: the entry is refreshed from the store on
