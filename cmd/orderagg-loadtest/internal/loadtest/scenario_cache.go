@@ -104,16 +104,16 @@ func (e *experiment) freshIDs(step int, p *plan) {
 	p.IDOffset = uint64(step+1) * 1_000_000_000
 }
 
-func (e *experiment) sideBySideRounds() int {
-	return 5
-}
+// sideBySideRounds: with 4 s rounds on a shared 2-core machine single
+// rounds swing by ±30 %; nine make the median steady.
+const sideBySideRounds = 9
 
 func embeddedVsRedis(ctx context.Context, e *experiment) error {
 	if e.o.RedisURL == "" {
 		return fmt.Errorf("needs a Redis to compare with: redis-server on PATH or --redis-url")
 	}
 	p := e.stepPlan(16, time.Second, 4*time.Second)
-	rounds := e.sideBySideRounds()
+	rounds := sideBySideRounds
 	ids := "every page a new order (each round its own ids), so each page writes its four sections"
 	if e.o.given("ids") {
 		ids = fmt.Sprintf("ids o-1…o-%d", e.o.IDs)
@@ -165,7 +165,7 @@ func embeddedVsRedis(ctx context.Context, e *experiment) error {
 
 func hangCost(ctx context.Context, e *experiment) error {
 	p := e.stepPlan(16, time.Second, 4*time.Second)
-	rounds := e.sideBySideRounds()
+	rounds := sideBySideRounds
 	e.report.Load = fmt.Sprintf("%s; two orderagg instances, each in front of its own zero-latency simulator, one healthy, one with logistics hanging (its breaker open; primed with every id's sections first, as a cache is when a dependency starts to hang), measured in alternation, %d rounds of %s warm-up + %s each; ids o-1…o-%d",
 		p.mode(), rounds, p.Warmup, p.Duration, p.IDs)
 	e.report.Columns = []string{"logistics", "requests", "pages/s", "CPU µs/page", "redis-server µs/page", "P50 ms", "P99 ms", "logistics live/cache/fallback", "short-circuited"}
