@@ -238,7 +238,7 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 		rs, err := startRedisServer(ctx)
 		switch {
 		case errors.Is(err, errNoRedisServer):
-			e.report.Cache = "embedded (no redis-server on PATH): its Lua interpreter runs in orderagg's process and inflates its CPU per page"
+			e.report.Cache = "embedded (no redis-server on PATH): it runs in orderagg's process, and its CPU counts in orderagg's per page"
 		case err != nil:
 			fmt.Fprintf(stderr, "orderagg-loadtest: %v\n", err)
 			return 1

@@ -197,6 +197,9 @@ func hangCost(ctx context.Context, e *experiment) error {
 	// hang it and give the breaker time to open.
 	prime := p
 	prime.Warmup, prime.Duration = 0, 3*time.Second
+	if e.o.given("duration") {
+		prime.Duration = p.Duration // tests shorten everything
+	}
 	e.measure(ctx, "priming", hungURL, prime, nil)
 	if err := hungSim.sim.SetFault(sim.ServiceLogistics, sim.Fault{Hang: true}); err != nil {
 		return err
