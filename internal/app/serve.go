@@ -188,17 +188,19 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		}
 	}
 	agg, err := orderdetail.New(orderdetail.Config{
-		Core:       core,
-		Sections:   rest,
-		Store:      store,
+		Core:     core,
+		Sections: rest,
+		// Reads reused for a moment: while a breaker is open, every page
+		// of an order needs the same last-good entry (cache.Near).
+		Store:      cache.NewNear(store, cache.NearConfig{}),
 		CacheGuard: guards[config.NameCache],
 		Reserve:    cfg.Reserve,
 		Observer:   tel.Observer(),
 		// Popular orders are answered many times a second; one write per
 		// section per order every 10 s keeps Redis load proportional to the
-		// distinct orders, not the traffic (the embedded server runs the
-		// newest-wins script in a Lua interpreter: at 1 s it cost more CPU
-		// than the page). A cached copy's as_of may trail the latest live
+		// distinct orders, not the traffic (when the embedded server still
+		// ran the newest-wins script in Lua, 1 s cost more CPU than the
+		// page). A cached copy's as_of may trail the latest live
 		// answer by up to 10 s — well inside every max age (60 s and up).
 		RewriteInterval: 10 * time.Second,
 	})

@@ -98,7 +98,9 @@
 // loopback port, through the same client code. It is for demos and tests:
 // it is not durable, not shared between instances, and Open says so with a
 // WARN. Its clock is moved forward once a second, so its TTLs expire up to a
-// second late.
+// second late. It answers the newest-wins script in Go rather than in
+// miniredis's Lua interpreter, with the script's exact outcome (see
+// nativePut in embedded.go); the rest is miniredis.
 //
 // Open never fails because Redis is unreachable: it logs a warning and the
 // client connects when next needed. RedactURL hides the passwords (user

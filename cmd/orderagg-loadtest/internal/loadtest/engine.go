@@ -29,7 +29,10 @@ type plan struct {
 	// its duration.
 	MaxRequests int64
 	IDs         int
-	Timeout     time.Duration
+	// IDOffset starts the ids further on (o-(offset+1) first), so that a
+	// scenario can give each round orders no earlier round has seen.
+	IDOffset uint64
+	Timeout  time.Duration
 }
 
 func (p plan) mode() string {
@@ -229,7 +232,7 @@ func run(ctx context.Context, t *target, p plan, rec *recorder, progress func(el
 		return true, true
 	}
 	send := func(due time.Time, measure bool) {
-		res, ok := t.do(ctx, orderID(seq.Add(1)-1, p.IDs), due, p.Timeout)
+		res, ok := t.do(ctx, orderID(seq.Add(1)-1+p.IDOffset, p.IDs), due, p.Timeout)
 		if ok && measure {
 			rec.add(res)
 		}
