@@ -33,6 +33,8 @@ func scenarios() []scenario {
 		{"retry-storm", "a dependency failing 50 %: physical attempts per request, retry budget vs naive retries", retryStorm},
 		{"floor", "healthy zero-latency downstreams: orderagg's cost against the bare floor", floorCost},
 		{"outage", "throughput and P99 second by second through a 10 s logistics hang", outage},
+		{"flapping", "a minute of noise on logistics (±30 ms jitter, 2 % errors, 5 % stalls to 500 ms): breaker openings, zero the goal", flapping},
+		{"callers", "16/64/256 closed-loop callers on healthy and on delayed downstreams: degraded and 503 shares, old bulkheads vs the defaults", callers},
 	}
 }
 

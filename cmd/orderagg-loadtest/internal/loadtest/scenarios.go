@@ -423,6 +423,8 @@ func outage(ctx context.Context, e *experiment) error {
 		return err
 	}
 	defer stop()
+	watch := watchBreakers(ctx, aggURL)
+	defer watch.stop()
 
 	origin := time.Now()
 	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin)}
@@ -503,13 +505,14 @@ func outage(ctx context.Context, e *experiment) error {
 	case firstFast < 0:
 		e.finding("orderagg's per-second P99 never came back under 100 ms during the hang")
 	default:
-		e.finding("orderagg's per-second P99 was back under 100 ms %d s into the hang: until then every page waited logistics' 500 ms sub-budget, and the breaker opened only once timeouts made up half of its 10 s window", firstFast)
+		e.finding("orderagg's per-second P99 was back under 100 ms in second %d of the hang", firstFast+1)
 	}
+	outageDetection(e, watch, recs[kindOrderagg], origin, phase, rate)
 	switch {
 	case recovered < 0:
 		e.finding("orderagg's full pages had not returned by the end of the run")
 	default:
-		e.finding("full pages (≥ 90 %% of a second's answers) returned %d s after logistics recovered: an open breaker waits its 5 s sleep window, then one probe closes it", recovered)
+		e.finding("full pages (≥ 90 %% of a second's answers) returned in second %d after logistics recovered: an open breaker sleeps (500 ms, doubling after each failed probe, 5 s cap), then one probe closes it", recovered+1)
 	}
 
 	perSecond := func(tl []Second, f func(Second) float64) (xs, ys []float64) {
