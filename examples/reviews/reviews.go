@@ -160,15 +160,14 @@ func decodeReviews(body []byte, orderID string) (Reviews, error) {
 // the page shows sections in the list's order.
 var Entry = registry.Downstream{
 	// Reviews decorate the page like coupons, and "unknown" (no list, no
-	// average) is an honest default: a small sub-budget, 250ms, and the
-	// usual 50 slots (Little's law: 250 req/s × 100ms tail × 2 headroom).
-	// The breaker, one retry and no hedging are the resilience defaults.
+	// average) is an honest default: a small sub-budget, 250ms. No
+	// bulkhead: internal/config sizes it from --max-inflight like the
+	// others'. The breaker, one retry and no hedging are the resilience defaults.
 	// Reviews change over hours, not seconds, so a copy up to 10 minutes
 	// old is still honest.
 	Name: "reviews", Section: "reviews",
 	Defaults: resilience.Config{
-		Timeout:  250 * time.Millisecond,
-		Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
+		Timeout: 250 * time.Millisecond,
 	},
 	CacheMaxAge: 10 * time.Minute,
 	New:         registry.SectionOf(API, Unknown),

@@ -444,8 +444,9 @@ func TestEntryDefaultsPassConfigRules(t *testing.T) {
 		t.Fatalf("timeout %v, cache_max_age %v, fallback_timeout %v (cache timeout %v)", d.Timeout, d.CacheMaxAge, d.FallbackTimeout, cache.Timeout)
 	}
 	// What the entry leaves to the resilience defaults: one retry, the
-	// breaker, no hedging.
-	if d.Bulkhead.MaxConcurrent != 50 || d.Retry.MaxAttempts != 2 || d.Hedge.Enabled {
+	// breaker, no hedging; and the bulkhead to internal/config, which sizes
+	// it from --max-inflight.
+	if reviews.Entry.Defaults.Bulkhead.MaxConcurrent != 0 || d.Retry.MaxAttempts != 2 || d.Hedge.Enabled {
 		t.Fatalf("settings %+v", d.Config)
 	}
 	// The guard accepts them, and the admin API shows them keyed like the

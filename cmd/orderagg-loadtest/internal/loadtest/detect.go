@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
@@ -204,6 +205,20 @@ func flapping(ctx context.Context, e *experiment) error {
 	return nil
 }
 
+// kindOldBreaker is orderagg with the breaker settings before the
+// consecutive-failure trip and the growing sleep: a trip only on the 10 s
+// rate window, and a fixed 5 s sleep.
+const kindOldBreaker = "orderagg, old breaker"
+
+func rateWindowOnly(d *config.Dependencies) {
+	for _, name := range d.Names() {
+		d.Update(name, func(x *config.Dependency) {
+			x.Breaker.ConsecutiveFailures = 1_000_000_000 // never reached
+			x.Breaker.SleepWindow, x.Breaker.MaxSleepWindow = 5*time.Second, 5*time.Second
+		})
+	}
+}
+
 // slowPage is a page that waited for the hung dependency: ten times the
 // healthy page's few milliseconds, still short of logistics' 500 ms
 // sub-budget.
@@ -211,21 +226,21 @@ const slowPage = 100 * time.Millisecond
 
 // outageDetection adds to the outage report how long logistics' breaker
 // took to open once the hang began, and how many pages paid for it.
-func outageDetection(e *experiment, w *breakerWatch, rec *recorder, origin time.Time, phase time.Duration, rate float64) {
+func outageDetection(e *experiment, kind string, w *breakerWatch, rec *recorder, origin time.Time, phase time.Duration, rate float64) {
 	ps := int(phase / time.Second)
 	hangAt := origin.Add(phase)
 	slow := rec.phaseAbove(ps, 2*ps, slowPage)
 	_, _, _, lat := rec.phase(ps, 2*ps)
 	opened, ok := w.firstOpen("logistics", hangAt)
 	if !ok {
-		e.finding("logistics' breaker was never seen OPEN during the hang; %d pages of the hang phase took ≥ %s (P50 %.1f ms, P99 %.1f ms)", slow, slowPage, lat.P50, lat.P99)
+		e.finding("%s: logistics' breaker was never seen OPEN during the hang; %d pages of the hang phase took ≥ %s (P50 %.1f ms, P99 %.1f ms)", kind, slow, slowPage, lat.P50, lat.P99)
 		return
 	}
 	tto := opened.Sub(hangAt)
-	e.finding("time to open: logistics' breaker was seen OPEN %d ms after the hang began (polled every %s); %d pages of the hang phase took ≥ %s, %.1f s of traffic at %g req/s; hang phase P50 %.1f ms, P99 %.1f ms",
-		tto.Milliseconds(), watchEvery, slow, slowPage, float64(slow)/rate, rate, lat.P50, lat.P99)
+	e.finding("%s: time to open: logistics' breaker was seen OPEN %d ms after the hang began (polled every %s); %d pages of the hang phase took ≥ %s, %.1f s of traffic at %g req/s; hang phase P50 %.1f ms, P99 %.1f ms",
+		kind, tto.Milliseconds(), watchEvery, slow, slowPage, float64(slow)/rate, rate, lat.P50, lat.P99)
 	for i := range e.report.Steps {
-		if e.report.Steps[i].Name == kindOrderagg {
+		if e.report.Steps[i].Name == kind {
 			e.report.Steps[i].Derived = map[string]float64{"time_to_open_ms": float64(tto.Milliseconds()), "slow_pages": float64(slow), "hang_p50_ms": lat.P50, "hang_p99_ms": lat.P99}
 		}
 	}
@@ -233,5 +248,5 @@ func outageDetection(e *experiment, w *breakerWatch, rec *recorder, origin time.
 	for _, c := range w.changes() {
 		other = append(other, fmt.Sprintf("%s %s at %.2f s", c.Dependency, c.To, c.At.Sub(origin).Seconds()))
 	}
-	e.note("breaker changes seen: %s", strings.Join(other, "; "))
+	e.note("%s: breaker changes seen: %s", kind, strings.Join(other, "; "))
 }

@@ -51,7 +51,9 @@ func TestFloorScenario(t *testing.T) {
 func TestOutageScenarioPlots(t *testing.T) {
 	dir := t.TempDir()
 	r := runScenarioJSON(t, "--scenario", "outage", "--duration", "1s", "--rate", "50", "--plot", dir)
-	if len(r.Rows) != 6 || len(r.Plots) != 1 {
+	// orderagg, orderagg with the old breaker settings and the floor, three
+	// phases each.
+	if len(r.Rows) != 9 || len(r.Plots) != 1 {
 		t.Fatalf("rows %v plots %v", r.Rows, r.Plots)
 	}
 	for _, st := range r.Steps {

@@ -425,10 +425,20 @@ func outage(ctx context.Context, e *experiment) error {
 	defer stop()
 	watch := watchBreakers(ctx, aggURL)
 	defer watch.stop()
+	// Beside them, orderagg with the breaker settings of before (rate
+	// window only, fixed 5 s sleep): the "before" of the same run.
+	oldURL, stopOld, err := startService(ctx, s.url, e.o.RedisURL, rateWindowOnly)
+	if err != nil {
+		return err
+	}
+	defer stopOld()
+	watchOld := watchBreakers(ctx, oldURL)
+	defer watchOld.stop()
 
 	origin := time.Now()
-	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin)}
-	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
+	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin),
+		kindOldBreaker: newRecorder().withTimeline(origin)}
+	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL, kindOldBreaker: oldURL}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the outage's schedule; it ends with ctx or after the recovery
@@ -444,7 +454,7 @@ func outage(ctx context.Context, e *experiment) error {
 			}
 		}
 	}()
-	for _, kind := range []string{kindOrderagg, kindFloor} {
+	for _, kind := range []string{kindOrderagg, kindOldBreaker, kindFloor} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -475,7 +485,7 @@ func outage(ctx context.Context, e *experiment) error {
 		{fmt.Sprintf("healthy %d–%ds", 2*ps, 3*ps), 2 * ps, 3 * ps},
 	}
 	goodRate := map[string][]float64{}
-	for _, kind := range []string{kindOrderagg, kindFloor} {
+	for _, kind := range []string{kindOrderagg, kindOldBreaker, kindFloor} {
 		for _, ph := range phases {
 			ok, deg, failed, lat := recs[kind].phase(ph.from, ph.to)
 			secs := float64(ph.to - ph.from)
@@ -507,7 +517,8 @@ func outage(ctx context.Context, e *experiment) error {
 	default:
 		e.finding("orderagg's per-second P99 was back under 100 ms in second %d of the hang", firstFast+1)
 	}
-	outageDetection(e, watch, recs[kindOrderagg], origin, phase, rate)
+	outageDetection(e, kindOrderagg, watch, recs[kindOrderagg], origin, phase, rate)
+	outageDetection(e, kindOldBreaker, watchOld, recs[kindOldBreaker], origin, phase, rate)
 	switch {
 	case recovered < 0:
 		e.finding("orderagg's full pages had not returned by the end of the run")
