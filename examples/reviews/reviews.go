@@ -181,8 +181,9 @@ func reviewRules(w wireReviews, orderID string) (Reviews, error) {
 // the page shows sections in the list's order.
 var Entry = registry.Downstream{
 	// Reviews decorate the page like coupons, and "unknown" (no list, no
-	// average) is an honest default: a small sub-budget, 250ms. The
-	// bulkhead, the breaker, one retry and no hedging are the defaults.
+	// average) is an honest default: a small sub-budget, 250ms. No
+	// bulkhead: internal/config sizes it from --max-inflight like the
+	// others'. The breaker, one retry and no hedging are the resilience defaults.
 	// Reviews change over hours, not seconds, so a copy up to 10 minutes
 	// old is still honest.
 	Name: "reviews", Section: "reviews",

@@ -26,9 +26,12 @@ type control struct {
 	// the first PATCH (deps is then the same).
 	loaded   config.Dependencies
 	deadline time.Duration
-	guards   map[string]*resilience.Guard
-	sections map[string]orderdetail.Dependency // by config name; not for "cache"
-	logger   *slog.Logger
+	// maxInflight is --max-inflight: a bulkhead below what it admits is
+	// warned about whenever settings are put in force.
+	maxInflight int
+	guards      map[string]*resilience.Guard
+	sections    map[string]orderdetail.Dependency // by config name; not for "cache"
+	logger      *slog.Logger
 }
 
 var _ handlers.Control = (*control)(nil)
@@ -65,7 +68,23 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	c.logger.Info("settings changed", "source", "admin", "dependency", dep,
 		"before", before.Settings(), "after", after.Settings())
 	c.deps = next
+	c.warnUndersized(dep)
 	return after.Settings(), nil
+}
+
+// warnUndersized logs every bulkhead in force that is smaller than what
+// --max-inflight admits (config.Dependencies.Undersized), for the named
+// dependency or, with "", for all. A warning, not a refusal: an operator may
+// mean to cap a fragile dependency, but should know that its section will
+// degrade with REJECTED under load while admission still lets pages in.
+func (c *control) warnUndersized(only string) {
+	for _, u := range c.deps.Undersized(c.maxInflight) {
+		if only == "" || only == u.Dependency {
+			c.logger.Warn("bulkhead smaller than the pages admitted: healthy calls will be REJECTED under load",
+				"key", u.Key(), "max_concurrent", u.Have, "need", u.Need, "max_inflight", u.MaxInflight,
+				"fix", "raise it to at least need, or lower --max-inflight")
+		}
+	}
 }
 
 // Reload puts a whole new set of settings in force (SIGHUP). Nothing changes
@@ -110,6 +129,7 @@ func (c *control) Reload(next config.Dependencies) (int, error) {
 		}
 	}
 	c.deps, c.loaded = next, config.Dependencies{}
+	c.warnUndersized("")
 	return changed, nil
 }
 

@@ -207,7 +207,8 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	if err != nil {
 		return err
 	}
-	ctl := &control{deps: deps, deadline: cfg.Deadline, guards: guards, sections: sections, logger: logger}
+	ctl := &control{deps: deps, deadline: cfg.Deadline, maxInflight: cfg.MaxInflight, guards: guards, sections: sections, logger: logger}
+	ctl.warnUndersized("")
 
 	report := func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) }
 	dashOpts := dashboard.Options{Report: report, Logger: logger, MaxStreams: cfg.MaxEventStreams}

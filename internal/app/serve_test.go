@@ -545,7 +545,7 @@ func TestMetricsCountEachEventOnItsOwn(t *testing.T) {
 		`orderagg_dependency_events_total{dependency="order",event="success"}`,
 		`orderagg_http_requests_total{degraded="true",status="200"}`,
 		`orderagg_breaker_state{dependency="inventory"} 0`,
-		`orderagg_bulkhead_capacity{dependency="order"} 100`,
+		`orderagg_bulkhead_capacity{dependency="order"} 1024`, // --max-inflight, one slot a page
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

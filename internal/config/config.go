@@ -66,9 +66,10 @@ type Serve struct {
 	Reserve time.Duration
 
 	// MaxInflight bounds the order-detail requests served at once; the next
-	// one gets an immediate 503 OVERLOADED. Default 1024: well above the sum
-	// of the downstream bulkheads (250), so the bulkheads, which degrade a
-	// section, act long before admission, which refuses the page.
+	// one gets an immediate 503 OVERLOADED. Default DefaultMaxInflight. It
+	// is the one limit of orderagg's own that sheds load: every built-in
+	// bulkhead is sized from it (Dependencies.MinBulkhead), so a healthy
+	// dependency is never refused a call while admission lets a page in.
 	MaxInflight int
 
 	// Admission is how the in-flight limit is set: AdmissionFixed (the
@@ -104,9 +105,21 @@ type Serve struct {
 	LogLevel string
 
 	// Dependencies are the per-dependency settings in force at start-up:
-	// DefaultDependencies() with the --config file laid over them.
+	// DefaultDependenciesFor(MaxInflight) with the --config file laid over
+	// them.
 	Dependencies Dependencies
 }
+
+// DefaultMaxInflight is --max-inflight's default. By Little's law 1024
+// pages in flight carry 680 pages/s even when every page runs to the 1500ms
+// deadline (a hung order), and about 10,000/s at a 100ms page: more than one
+// instance serves, so admission refuses pages only when the process itself
+// is saturated or its dependencies are slow at a rate it cannot carry.
+const DefaultMaxInflight = 1024
+
+// MaxMaxInflight bounds --max-inflight: the bulkheads, and the downstream
+// connection pools, are multiples of it.
+const MaxMaxInflight = 1 << 20
 
 // DefaultServe returns serve's built-in configuration, what ParseServe gives
 // for an empty command line and environment.
@@ -115,7 +128,7 @@ func DefaultServe() Serve {
 		Addr:              "127.0.0.1:8080",
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
-		MaxInflight:       1024,
+		MaxInflight:       DefaultMaxInflight,
 		Admission:         AdmissionFixed,
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -219,7 +232,7 @@ func serveFlags(s *Serve) *Flags {
 	f.URL(&s.RedisURL, "redis-url", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", redisSchemes, true)
 	f.Duration(&s.Deadline, "deadline", "total budget of one order-detail request", false)
 	f.Duration(&s.Reserve, "reserve", "part of the deadline kept back for fallbacks, assembly and encoding", false)
-	f.Int(&s.MaxInflight, "max-inflight", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED", 0)
+	f.Int(&s.MaxInflight, "max-inflight", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED (the built-in bulkheads follow it)", MaxMaxInflight)
 	f.Choice(&s.Admission, "admission", "mode", "admission limit: fixed (--max-inflight) or adaptive (a latency gradient below --max-inflight; see docs/design.md)", admissionModes)
 	f.Int(&s.MaxEventStreams, "max-event-streams", "dashboard event streams served at once; beyond it 503", 0)
 	f.String(&s.ConfigFile, "config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP")
@@ -319,12 +332,12 @@ func SameURL(base string) map[string]string {
 func (s Serve) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
 
 // LoadDependencies returns the per-dependency settings that s's ConfigFile
-// describes, laid over DefaultDependencies() (so a key removed from the file
-// returns to its default) and validated against s.Deadline. Without a file it
+// describes, laid over DefaultDependenciesFor(s.MaxInflight) (so a key
+// removed from the file returns to its default) and validated against s.Deadline. Without a file it
 // returns the defaults. It is what ParseServe runs at start-up and what a
 // SIGHUP reload should run: on error, keep the settings in force.
 func (s Serve) LoadDependencies() (Dependencies, error) {
-	deps := DefaultDependencies()
+	deps := DefaultDependenciesFor(s.MaxInflight)
 	if s.ConfigFile != "" {
 		var err error
 		if deps, err = LoadDependencies(s.ConfigFile, deps); err != nil {

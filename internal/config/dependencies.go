@@ -84,29 +84,115 @@ func (d *Dependencies) Update(name string, f func(*Dependency)) bool {
 	return d.Set(name, dep)
 }
 
-// DefaultDependencies returns the built-in settings, every field filled in
+// DefaultDependencies returns the built-in settings for the default
+// --max-inflight: DefaultDependenciesFor(DefaultMaxInflight).
+// config.example.yaml at the repository root repeats them, and a test keeps
+// the two equal.
+func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultMaxInflight) }
+
+// DefaultDependenciesFor returns the built-in settings when admission lets
+// maxInflight pages in at once, every field filled in
 // (resilience.Config.WithDefaults supplies what is not set): each registered
 // downstream's defaults (internal/registry says why each number), and the
-// cache's below. config.example.yaml at the repository root repeats them,
-// and a test keeps the two equal.
-func DefaultDependencies() Dependencies {
+// cache's below. A bulkhead the registry leaves unset is sized by
+// MinBulkhead, so none is smaller than the load admission lets in: a page
+// degrades because a dependency is sick or slow, never because orderagg
+// refused itself a call (see docs/design.md, "Sizing").
+func DefaultDependenciesFor(maxInflight int) Dependencies {
 	var d Dependencies
 	for _, ds := range registry.Downstreams() {
 		d.Set(ds.Name, dependency(ds.Defaults, ds.CacheMaxAge))
 	}
 	// The last-good reads run inside the reserve, after a downstream has
 	// already failed: a Redis nearby answers in about a millisecond, so
-	// 50ms is generous; they come in bursts (up to one per section per
-	// request when a downstream fails for everyone), hence 100 slots; a
-	// retry would eat the reserve and the semantic default is next anyway;
-	// and the breaker needs 20 calls before judging Redis, like the others.
+	// 50ms is generous; a retry would eat the reserve and the semantic
+	// default is next anyway; and the breaker needs 20 calls before judging
+	// Redis, like the others. Its bulkhead is sized like the others'.
 	d.Set(NameCache, dependency(resilience.Config{
-		Timeout:  50 * time.Millisecond,
-		Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 100},
-		Retry:    resilience.RetryConfig{MaxAttempts: 1},
-		Breaker:  resilience.BreakerConfig{MinRequests: 20},
+		Timeout: 50 * time.Millisecond,
+		Retry:   resilience.RetryConfig{MaxAttempts: 1},
+		Breaker: resilience.BreakerConfig{MinRequests: 20},
 	}, 0))
+	explicit := map[string]bool{}
+	for _, ds := range registry.Downstreams() {
+		explicit[ds.Name] = ds.Defaults.Bulkhead.MaxConcurrent != 0
+	}
+	for _, name := range d.Names() {
+		if explicit[name] {
+			continue // the registry entry chose its own; Undersized says if it is too small
+		}
+		need := d.MinBulkhead(name, maxInflight)
+		d.Update(name, func(dep *Dependency) { dep.Bulkhead.MaxConcurrent = need })
+	}
 	return d
+}
+
+// SlotsPerPage is how many of the named dependency's bulkhead slots one page
+// can hold at once. A page calls each downstream once and waits for every
+// call before it leaves admission; retries run one after another inside
+// that call's slot, and a hedge takes a second slot beside it. Every
+// section may read its last-good answer at the same moment, so a page can
+// hold one cache slot per downstream. 0 for an unknown name.
+func (d Dependencies) SlotsPerPage(name string) int {
+	if name == NameCache {
+		return len(registry.Names())
+	}
+	dep, ok := d.Get(name)
+	switch {
+	case !ok:
+		return 0
+	case dep.Hedge.Enabled:
+		return 2
+	}
+	return 1
+}
+
+// MinBulkhead is the smallest bulkhead.max_concurrent of the named dependency
+// that never refuses a call while at most maxInflight pages are admitted:
+// maxInflight × SlotsPerPage. By Little's law the calls in flight to a
+// dependency are the page rate times each call's time, and a call never
+// outlasts its page; when the dependency is slow but inside its sub-budget
+// the two times meet, and every admitted page holds its slots at once.
+func (d Dependencies) MinBulkhead(name string, maxInflight int) int {
+	return maxInflight * d.SlotsPerPage(name)
+}
+
+// Undersized is a bulkhead smaller than MinBulkhead: under load a healthy
+// dependency's calls are REJECTED, and pages degrade, while admission still
+// lets pages in.
+type Undersized struct {
+	Dependency  string
+	Have, Need  int
+	MaxInflight int
+}
+
+// Key is the setting at fault, as the --config file names it.
+func (u Undersized) Key() string {
+	return "dependencies." + u.Dependency + ".bulkhead.max_concurrent"
+}
+
+func (u Undersized) String() string {
+	return fmt.Sprintf("%s %d is below %d, what --max-inflight %d admits (%d slots a page): its calls will be REJECTED and pages degraded before admission sheds load",
+		u.Key(), u.Have, u.Need, u.MaxInflight, u.Need/max(u.MaxInflight, 1))
+}
+
+// Undersized lists, in Names order, the bulkheads smaller than MinBulkhead
+// for maxInflight. It is a warning, not an error: capping calls to a
+// fragile dependency below the page limit is a choice an operator may make
+// (pages then degrade with REJECTED under load), but it must be a visible
+// one. The built-in settings never appear here.
+func (d Dependencies) Undersized(maxInflight int) []Undersized {
+	var out []Undersized
+	for _, name := range d.Names() {
+		dep, ok := d.Get(name)
+		if !ok {
+			continue
+		}
+		if need := d.MinBulkhead(name, maxInflight); dep.Bulkhead.MaxConcurrent < need {
+			out = append(out, Undersized{Dependency: name, Have: dep.Bulkhead.MaxConcurrent, Need: need, MaxInflight: maxInflight})
+		}
+	}
+	return out
 }
 
 func dependency(c resilience.Config, maxAge time.Duration) Dependency {

@@ -28,11 +28,13 @@ func TestDefaultDependencies(t *testing.T) {
 		bulkhead, maxAttempt int
 		maxAge               time.Duration
 	}{
-		{"order", 1000 * time.Millisecond, 100, 2, 24 * time.Hour},
-		{"inventory", 600 * time.Millisecond, 50, 2, 60 * time.Second},
-		{"coupon", 300 * time.Millisecond, 50, 2, 5 * time.Minute},
-		{"logistics", 500 * time.Millisecond, 50, 2, 30 * time.Minute},
-		{"cache", 50 * time.Millisecond, 100, 1, 0},
+		// Bulkheads: --max-inflight's 1024 pages, one slot each; four
+		// last-good reads a page for the cache.
+		{"order", 1000 * time.Millisecond, 1024, 2, 24 * time.Hour},
+		{"inventory", 600 * time.Millisecond, 1024, 2, 60 * time.Second},
+		{"coupon", 300 * time.Millisecond, 1024, 2, 5 * time.Minute},
+		{"logistics", 500 * time.Millisecond, 1024, 2, 30 * time.Minute},
+		{"cache", 50 * time.Millisecond, 4096, 1, 0},
 	}
 	if names := d.Names(); !slices.Equal(names, []string{"order", "inventory", "coupon", "logistics", "cache"}) {
 		t.Errorf("Names() = %v", names)
@@ -141,7 +143,7 @@ func TestLoadDependencies(t *testing.T) {
 		{name: "top level is a list", content: "- order\n",
 			errs: []string{"(top level): must be a mapping"}},
 		{name: "zero that would become a generic default", content: "dependencies:\n  order:\n    bulkhead:\n      max_concurrent: 0\n",
-			errs: []string{"dependencies.order.bulkhead.max_concurrent: must not be 0: zero would silently become the generic default 50; leave the key out to keep 100"}},
+			errs: []string{"dependencies.order.bulkhead.max_concurrent: must not be 0: zero would silently become the generic default 50; leave the key out to keep 1024"}},
 		{name: "zero duration that would become a generic default", content: "dependencies:\n  coupon:\n    timeout: 0s\n",
 			errs: []string{"dependencies.coupon.timeout: must not be 0s: zero would silently become the generic default 1s; leave the key out to keep 300ms"}},
 		{name: "invalid after validation", content: "dependencies:\n  coupon:\n    breaker:\n      window: 5ms\n",
@@ -261,7 +263,7 @@ func TestPatchDependency(t *testing.T) {
 		{name: "invalid value", body: `{"timeout":"-5ms"}`, errs: []string{"timeout: must be positive, got -5ms"}},
 		{name: "wrong type", body: `{"timeout":250}`, errs: []string{`timeout: must be a duration such as "300ms", got 250`}},
 		{name: "zero that would become a generic default", body: `{"bulkhead":{"max_concurrent":0}}`,
-			errs: []string{"bulkhead.max_concurrent: must not be 0", "leave the key out to keep 50"}},
+			errs: []string{"bulkhead.max_concurrent: must not be 0", "leave the key out to keep 1024"}},
 		{name: "null value", body: `{"timeout":null}`, errs: []string{"timeout: has no value"}},
 		{name: "valid and invalid together", body: `{"timeout":"250ms","retry":{"max_attempts":20}}`,
 			errs: []string{"retry.max_attempts: must be 1..10, got 20"}},
@@ -374,7 +376,7 @@ func TestSettingsRoundTrip(t *testing.T) {
 		}
 	}
 	s := must(d, "order").Settings()
-	if s["timeout"] != "1s" || s["cache_max_age"] != "24h" || s["bulkhead"].(map[string]any)["max_concurrent"] != 100 {
+	if s["timeout"] != "1s" || s["cache_max_age"] != "24h" || s["bulkhead"].(map[string]any)["max_concurrent"] != 1024 {
 		t.Errorf("Settings() = %v", s)
 	}
 }

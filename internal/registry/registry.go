@@ -92,7 +92,10 @@ func SectionOf[T any](api downstream.API[T], fallback func(orderdetail.Order) T)
 }
 
 // downstreams is the registry, in page order. The numbers come from a
-// 1500ms page budget with 100ms kept in reserve; config.example.yaml at the
+// 1500ms page budget with 100ms kept in reserve. No entry sets its bulkhead:
+// internal/config sizes each from --max-inflight, so admission, not a
+// bulkhead, is where orderagg sheds its own overload (an entry may still set
+// one, and a start-up warning then says when it is too small); config.example.yaml at the
 // repository root repeats them with the same reasons, and a test keeps the
 // two equal.
 var downstreams = []Downstream{
@@ -100,15 +103,12 @@ var downstreams = []Downstream{
 		// The order is the core of the page: without it (live or cached) the
 		// answer is a 503. So it gets the largest sub-budget that still
 		// leaves room for a cache read and the reserve (1000+50+100 < 1500),
-		// twice the concurrency of the optional sections because every
-		// request needs it, and one retry (never three: a second retry could
-		// not fit). Its header data changes rarely and the section carries
+		// and one retry (never three: a second retry could not fit). Its header data changes rarely and the section carries
 		// as_of, so a day-old copy beats an error page.
 		Name: "order", Section: "order", Core: true,
 		Defaults: resilience.Config{
-			Timeout:  1000 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 100},
-			Retry:    resilience.RetryConfig{MaxAttempts: 2},
+			Timeout: 1000 * time.Millisecond,
+			Retry:   resilience.RetryConfig{MaxAttempts: 2},
 		},
 		CacheMaxAge: 24 * time.Hour,
 		New:         CoreOf(downstream.OrderAPI),
@@ -118,8 +118,7 @@ var downstreams = []Downstream{
 		// fast: a copy older than a minute could promise stock that is gone.
 		Name: "inventory", Section: "inventory",
 		Defaults: resilience.Config{
-			Timeout:  600 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
+			Timeout: 600 * time.Millisecond,
 		},
 		CacheMaxAge: 60 * time.Second,
 		New:         SectionOf(downstream.InventoryAPI, orderdetail.UnknownInventory),
@@ -129,8 +128,7 @@ var downstreams = []Downstream{
 		// they get the smallest budget. Campaigns change over minutes.
 		Name: "coupon", Section: "coupons",
 		Defaults: resilience.Config{
-			Timeout:  300 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
+			Timeout: 300 * time.Millisecond,
 		},
 		CacheMaxAge: 5 * time.Minute,
 		New:         SectionOf(downstream.CouponAPI, orderdetail.NoCoupons),
@@ -139,8 +137,7 @@ var downstreams = []Downstream{
 		// Shipment status moves with scan events, tens of minutes apart.
 		Name: "logistics", Section: "logistics",
 		Defaults: resilience.Config{
-			Timeout:  500 * time.Millisecond,
-			Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 50},
+			Timeout: 500 * time.Millisecond,
 		},
 		CacheMaxAge: 30 * time.Minute,
 		New:         SectionOf(downstream.LogisticsAPI, orderdetail.UnknownLogistics),

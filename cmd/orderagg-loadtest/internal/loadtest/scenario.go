@@ -37,6 +37,8 @@ func scenarios() []scenario {
 		{"latency-shift", "logistics drifts 150 → 450 → 150 ms: share of calls cut by timeouts and page P99, static 500 ms vs timeout: auto", latencyShift},
 		{"embedded", "the embedded last-good cache against redis-server: pages/s side by side", embeddedVsRedis},
 		{"hang-cost", "healthy vs logistics hung (breaker open), side by side: is a degraded page cheaper?", hangCost},
+		{"flapping", "a minute of noise on logistics (±30 ms jitter, 2 % errors, 5 % stalls to 500 ms): breaker openings, zero the goal", flapping},
+		{"callers", "16/64/256 closed-loop callers on healthy and on delayed downstreams: degraded and 503 shares, old bulkheads vs the defaults", callers},
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"encoding/xml"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +51,9 @@ func TestFloorScenario(t *testing.T) {
 func TestOutageScenarioPlots(t *testing.T) {
 	dir := t.TempDir()
 	r := runScenarioJSON(t, "--scenario", "outage", "--duration", "1s", "--rate", "50", "--plot", dir)
-	if len(r.Rows) != 6 || len(r.Plots) != 1 {
+	// orderagg, orderagg with the old breaker settings and the floor, three
+	// phases each.
+	if len(r.Rows) != 9 || len(r.Plots) != 1 {
 		t.Fatalf("rows %v plots %v", r.Rows, r.Plots)
 	}
 	for _, st := range r.Steps {
@@ -135,5 +139,68 @@ func TestStallMiddleware(t *testing.T) {
 	}
 	if code, el := get("/order/v1/orders/o-1", ""); code != 200 || el > time.Second {
 		t.Errorf("other services are not stalled: %d after %v", code, el)
+	}
+}
+
+func TestCallersScenario(t *testing.T) {
+	r := runScenarioJSON(t, "--scenario", "callers", "--duration", "300ms", "--warmup", "0s", "--concurrency", "4")
+	// healthy and delayed, each with the old bulkheads and the defaults.
+	if len(r.Rows) != 4 || len(r.Steps) != 4 {
+		t.Fatalf("rows %v", r.Rows)
+	}
+	for _, s := range r.Steps {
+		if s.Summary.Requests == 0 {
+			t.Errorf("%s: no requests", s.Name)
+		}
+		if _, ok := s.Derived["degraded_share"]; !ok {
+			t.Errorf("%s: no degraded share: %v", s.Name, s.Derived)
+		}
+	}
+	if r.Rows[0][0] != "healthy" || r.Rows[2][0] != "delayed" || r.Rows[0][2] != "old" || r.Rows[1][2] != "new" {
+		t.Errorf("rows %v", r.Rows)
+	}
+}
+
+func TestFlappingScenarioCountsOpenings(t *testing.T) {
+	r := runScenarioJSON(t, "--scenario", "flapping", "--duration", "1s", "--rate", "50")
+	if len(r.Rows) != 1 || len(r.Steps) != 1 {
+		t.Fatalf("rows %v", r.Rows)
+	}
+	if _, ok := r.Steps[0].Derived["breaker_openings"]; !ok || r.Steps[0].Summary.Requests == 0 {
+		t.Errorf("step %+v", r.Steps[0])
+	}
+}
+
+// The breaker watch sees a forced opening through /v1/resilience.
+func TestBreakerWatchSeesAnOpening(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"dependencies":[{"name":"order","breaker":"CLOSED"},{"name":"logistics","breaker":"OPEN"}]}`))
+	}))
+	defer srv.Close()
+	before := time.Now()
+	w := watchBreakers(context.Background(), srv.URL)
+	for len(w.changes()) == 0 {
+		runtime.Gosched()
+	}
+	w.stop()
+	at, ok := w.firstOpen("logistics", before)
+	if !ok || at.Before(before) {
+		t.Fatalf("firstOpen = %v %v; changes %v", at, ok, w.changes())
+	}
+	if o := w.opens(); o["logistics"] != 1 || o["order"] != 0 {
+		t.Errorf("opens %v", o)
+	}
+}
+
+func TestHistogramCountAbove(t *testing.T) {
+	var h histogram
+	for _, ms := range []int{1, 5, 99, 100, 101, 500} {
+		h.record(time.Duration(ms) * time.Millisecond)
+	}
+	if n := h.countAbove(100 * time.Millisecond); n != 3 {
+		t.Errorf("countAbove(100ms) = %d, want 3", n)
+	}
+	if n := h.countAbove(time.Second); n != 0 {
+		t.Errorf("countAbove(1s) = %d, want 0", n)
 	}
 }

@@ -423,10 +423,22 @@ func outage(ctx context.Context, e *experiment) error {
 		return err
 	}
 	defer stop()
+	watch := watchBreakers(ctx, aggURL)
+	defer watch.stop()
+	// Beside them, orderagg with the breaker settings of before (rate
+	// window only, fixed 5 s sleep): the "before" of the same run.
+	oldURL, stopOld, err := startService(ctx, s.url, e.o.RedisURL, rateWindowOnly)
+	if err != nil {
+		return err
+	}
+	defer stopOld()
+	watchOld := watchBreakers(ctx, oldURL)
+	defer watchOld.stop()
 
 	origin := time.Now()
-	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin)}
-	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
+	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin),
+		kindOldBreaker: newRecorder().withTimeline(origin)}
+	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL, kindOldBreaker: oldURL}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the outage's schedule; it ends with ctx or after the recovery
@@ -442,7 +454,7 @@ func outage(ctx context.Context, e *experiment) error {
 			}
 		}
 	}()
-	for _, kind := range []string{kindOrderagg, kindFloor} {
+	for _, kind := range []string{kindOrderagg, kindOldBreaker, kindFloor} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -473,7 +485,7 @@ func outage(ctx context.Context, e *experiment) error {
 		{fmt.Sprintf("healthy %d–%ds", 2*ps, 3*ps), 2 * ps, 3 * ps},
 	}
 	goodRate := map[string][]float64{}
-	for _, kind := range []string{kindOrderagg, kindFloor} {
+	for _, kind := range []string{kindOrderagg, kindOldBreaker, kindFloor} {
 		for _, ph := range phases {
 			ok, deg, failed, lat := recs[kind].phase(ph.from, ph.to)
 			secs := float64(ph.to - ph.from)
@@ -503,13 +515,15 @@ func outage(ctx context.Context, e *experiment) error {
 	case firstFast < 0:
 		e.finding("orderagg's per-second P99 never came back under 100 ms during the hang")
 	default:
-		e.finding("orderagg's per-second P99 was back under 100 ms %d s into the hang: until then every page waited logistics' 500 ms sub-budget, and the breaker opened only once timeouts made up half of its 10 s window", firstFast)
+		e.finding("orderagg's per-second P99 was back under 100 ms in second %d of the hang", firstFast+1)
 	}
+	outageDetection(e, kindOrderagg, watch, recs[kindOrderagg], origin, phase, rate)
+	outageDetection(e, kindOldBreaker, watchOld, recs[kindOldBreaker], origin, phase, rate)
 	switch {
 	case recovered < 0:
 		e.finding("orderagg's full pages had not returned by the end of the run")
 	default:
-		e.finding("full pages (≥ 90 %% of a second's answers) returned %d s after logistics recovered: an open breaker waits its sleep window (0.5 s, doubled after each failed probe up to breaker.max_sleep_window, 5 s), then one probe closes it", recovered)
+		e.finding("full pages (≥ 90 %% of a second's answers) returned in second %d after logistics recovered: an open breaker sleeps (500 ms, doubling after each failed probe, 5 s cap), then one probe closes it", recovered+1)
 	}
 
 	perSecond := func(tl []Second, f func(Second) float64) (xs, ys []float64) {
