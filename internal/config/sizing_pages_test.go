@@ -75,7 +75,8 @@ type emptyStore struct{}
 func (emptyStore) Get(context.Context, string, string) (orderdetail.CacheEntry, error) {
 	return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
 }
-func (emptyStore) PutContext(context.Context, string, string, orderdetail.CacheEntry, time.Duration) {}
+func (emptyStore) PutContext(context.Context, string, string, orderdetail.CacheEntry, time.Duration) {
+}
 
 type sectionBody struct {
 	OK bool `json:"ok"`
