@@ -53,6 +53,9 @@ type Env struct {
 	// SpanExporter, if set, receives every span in place of the exporter
 	// OTEL_TRACES_EXPORTER names (tests: an in-memory exporter).
 	SpanExporter sdktrace.SpanExporter
+	// NearClock, if set, is the near cache's clock (tests move it past the
+	// TTL to make the next last-good read go to Redis).
+	NearClock func() time.Time
 }
 
 // isTerminal reports whether w is a character device (a terminal, or
@@ -192,7 +195,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		Sections: rest,
 		// Reads reused for a moment: while a breaker is open, every page
 		// of an order needs the same last-good entry (cache.Near).
-		Store:      cache.NewNear(store, cache.NearConfig{}),
+		Store:      cache.NewNear(store, cache.NearConfig{Now: env.NearClock}),
 		CacheGuard: guards[config.NameCache],
 		Reserve:    cfg.Reserve,
 		Observer:   tel.Observer(),
