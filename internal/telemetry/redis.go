@@ -290,9 +290,12 @@ func (t *Telemetry) cacheBatchSpan(ctx context.Context, cmds []redis.Cmder) (con
 }
 
 func (t *Telemetry) startWrite(ctx context.Context, origins []context.Context) (context.Context, trace.Span) {
+	// One link per request: a batch often holds several sections of the
+	// same page, and a repeated link says nothing more.
 	links := make([]trace.Link, 0, len(origins))
 	for _, o := range origins {
-		if sc := trace.SpanContextFromContext(o); sc.IsValid() {
+		sc := trace.SpanContextFromContext(o)
+		if sc.IsValid() && !slices.ContainsFunc(links, func(l trace.Link) bool { return l.SpanContext.Equal(sc) }) {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 	}
