@@ -20,6 +20,12 @@ GO_LDFLAGS    := -s -w -X main.version=$(VERSION)
 COMPOSE       ?= docker-compose
 # Debian packages the build and tests need; `make deps` installs the missing ones.
 APT_PACKAGES  ?= redis-server redis-tools curl ca-certificates chromium fonts-liberation
+# Every Go module in the repository (a directory with a go.mod, hidden ones
+# and build outputs aside): make lint checks each of them.
+GO_MODULES    := $(sort $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/.*' -not -path './build/out/*')))
+# Pinned: a new staticcheck release may bring new checks. CI fetches it from
+# the Go module proxy; go run caches the binary.
+STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Per test binary; well under CI's budget so a hung test fails fast.
 TEST_TIMEOUT  ?= 5m
 # compose-smoke uses its own project name and free host ports (SMOKE_PORT /
@@ -82,10 +88,13 @@ screenshot: ## regenerate docs/img/dashboard.png from the dashboard's browser te
 	@echo "wrote docs/img/dashboard.png"
 
 .PHONY: lint
-lint: ## gofmt check and go vet
+lint: ## gofmt, then in every Go module: go mod tidy -diff, go vet and staticcheck
 	@files="$$(gofmt -l .)"; \
 	if [ -n "$$files" ]; then echo "gofmt needed on:"; echo "$$files"; exit 1; fi
-	$(GO) vet ./...
+	@for m in $(GO_MODULES); do \
+		echo "== $$m: go mod tidy -diff, go vet, staticcheck"; \
+		(cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; \
+	done
 
 .PHONY: images
 images: image redis-image toxiproxy-image ## the three container images (service, Redis, Toxiproxy)

@@ -252,28 +252,39 @@ func isWrongType(err error) bool {
 // with a zero AsOf, an empty Payload or a ttl <= 0 cannot be served and is
 // ignored. Whether it is stored is decided in Redis: newest as_of wins.
 func (s *Store) Put(dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
-	s.put(nil, dep, orderID, e, ttl)
+	if req, ok := newWriteReq(dep, orderID, e, ttl); ok {
+		s.enqueue(req)
+	}
 }
 
 // PutContext is Put for a caller that has the request's context: the
 // batched write that stores the entry is then linked to the request's
 // trace (see WriteOrigins). ctx's cancellation has no effect on the write.
 func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
-	s.put(ctx, dep, orderID, e, ttl)
+	if req, ok := newWriteReq(dep, orderID, e, ttl); ok {
+		req.origin = ctx
+		s.enqueue(req)
+	}
 }
 
-func (s *Store) put(origin context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
+// newWriteReq is the queued form of an entry, or false for one that cannot
+// be served (see Put). It has no origin: Put has no request to link to.
+func newWriteReq(dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) (writeReq, bool) {
 	if ttl <= 0 || e.AsOf.IsZero() || len(e.Payload) == 0 {
-		return
+		return writeReq{}, false
 	}
-	req := writeReq{
-		origin:  origin,
+	return writeReq{
 		dep:     dep,
 		orderID: orderID,
 		asOfUS:  e.AsOf.UnixMicro(),
 		payload: e.Payload,
 		ttlMS:   int64((ttl + time.Millisecond - 1) / time.Millisecond),
-	}
+	}, true
+}
+
+// enqueue hands req to a writer, or drops and counts it when the queue is
+// full or the store is closing.
+func (s *Store) enqueue(req writeReq) {
 	// Counted before the send, so that a writer can never finish it first
 	// and let Flush see zero while it is still queued.
 	s.pending.Add(1)
@@ -284,7 +295,7 @@ func (s *Store) put(origin context.Context, dep, orderID string, e orderdetail.C
 		default:
 		}
 	}
-	s.record(EventWriteDropped, dep)
+	s.record(EventWriteDropped, req.dep)
 	s.finishOne()
 }
 

@@ -66,6 +66,20 @@ type clientSpec struct {
 // filling whatever the URL leaves unset. Errors name the flag and never hold
 // the password.
 func parseURL(rawURL string, pool PoolConfig) (clientSpec, error) {
+	u, err := parseRedisURL(rawURL)
+	if err != nil {
+		return clientSpec{}, err
+	}
+	spec, err := specFor(u, pool)
+	if err != nil {
+		return clientSpec{}, fmt.Errorf("cache: invalid --redis-url %s: %w", RedactURL(rawURL), err)
+	}
+	return spec, nil
+}
+
+// parseRedisURL parses rawURL and checks it is a redis:// or rediss:// URL
+// with a host.
+func parseRedisURL(rawURL string) (*url.URL, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Error repeats the whole URL, password included: keep only why.
@@ -73,85 +87,108 @@ func parseURL(rawURL string, pool PoolConfig) (clientSpec, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return clientSpec{}, fmt.Errorf("cache: invalid --redis-url: %w", err)
+		return nil, fmt.Errorf("cache: invalid --redis-url: %w", err)
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return clientSpec{}, fmt.Errorf("cache: invalid --redis-url %s: scheme must be redis:// or rediss://, not %q",
+		return nil, fmt.Errorf("cache: invalid --redis-url %s: scheme must be redis:// or rediss://, not %q",
 			RedactURL(rawURL), u.Scheme)
 	}
 	if u.Host == "" {
-		return clientSpec{}, fmt.Errorf("cache: invalid --redis-url %s: no host", RedactURL(rawURL))
+		return nil, fmt.Errorf("cache: invalid --redis-url %s: no host", RedactURL(rawURL))
 	}
-	fail := func(err error) (clientSpec, error) {
-		return clientSpec{}, fmt.Errorf("cache: invalid --redis-url %s: %w", RedactURL(rawURL), err)
-	}
+	return u, nil
+}
 
-	q := u.Query()
-	// "cluster" is ours, not go-redis's: strip it before go-redis sees it.
-	cluster := false
-	if q.Has("cluster") {
-		if cluster, err = strconv.ParseBool(q.Get("cluster")); err != nil {
-			return fail(fmt.Errorf("cluster=%q is not a boolean", q.Get("cluster")))
-		}
-		q.Del("cluster")
-		u.RawQuery = q.Encode()
+// specFor picks the topology u selects: Sentinel when it names a master,
+// Cluster when it lists addr= seeds or says cluster=true, else one node.
+func specFor(u *url.URL, pool PoolConfig) (clientSpec, error) {
+	cluster, err := takeClusterParam(u)
+	if err != nil {
+		return clientSpec{}, err
 	}
+	q := u.Query()
 	switch {
 	case q.Has("master_name"):
-		o, err := redis.ParseFailoverURL(u.String())
-		if err != nil {
-			return fail(err)
-		}
-		pool.fill(&o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout,
-			&o.DialerRetries, &o.MaxRetries, &o.ContextTimeoutEnabled)
-		return clientSpec{
-			topology: TopologySentinel,
-			addrs:    o.SentinelAddrs,
-			newFn: func() redis.UniversalClient {
-				// NewFailoverClient panics on these two; the cluster-shaped
-				// failover client is the one that routes reads to replicas.
-				if o.RouteByLatency || o.RouteRandomly {
-					return redis.NewFailoverClusterClient(o)
-				}
-				return redis.NewFailoverClient(o)
-			},
-		}, nil
-
+		return sentinelSpec(u, pool)
 	case q.Has("addr") || cluster:
-		// Redis Cluster has no databases; go-redis would silently drop a
-		// path, so refuse it rather than surprise the operator.
-		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-			return fail(fmt.Errorf("a cluster has no database %q", p))
-		}
-		u.Path = ""
-		o, err := redis.ParseClusterURL(u.String())
-		if err != nil {
-			return fail(err)
-		}
-		if o.TLSConfig != nil && o.TLSConfig.MinVersion == 0 {
-			o.TLSConfig.MinVersion = tls.VersionTLS12
-		}
-		pool.fill(&o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout,
-			&o.DialerRetries, &o.MaxRetries, &o.ContextTimeoutEnabled)
-		return clientSpec{
-			topology: TopologyCluster,
-			addrs:    o.Addrs,
-			newFn:    func() redis.UniversalClient { return redis.NewClusterClient(o) },
-		}, nil
-
+		return clusterSpec(u, pool)
 	default:
-		o, err := redis.ParseURL(u.String())
-		if err != nil {
-			return fail(err)
-		}
-		pool.fill(&o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout,
-			&o.DialerRetries, &o.MaxRetries, &o.ContextTimeoutEnabled)
-		return clientSpec{
-			topology: TopologySingle,
-			addrs:    []string{o.Addr},
-			newFn:    func() redis.UniversalClient { return redis.NewClient(o) },
-		}, nil
+		return singleSpec(u, pool)
 	}
+}
+
+// takeClusterParam reads and removes the cluster= parameter: it is ours,
+// not go-redis's, so go-redis must not see it.
+func takeClusterParam(u *url.URL) (bool, error) {
+	q := u.Query()
+	if !q.Has("cluster") {
+		return false, nil
+	}
+	cluster, err := strconv.ParseBool(q.Get("cluster"))
+	if err != nil {
+		return false, fmt.Errorf("cluster=%q is not a boolean", q.Get("cluster"))
+	}
+	q.Del("cluster")
+	u.RawQuery = q.Encode()
+	return cluster, nil
+}
+
+func sentinelSpec(u *url.URL, pool PoolConfig) (clientSpec, error) {
+	o, err := redis.ParseFailoverURL(u.String())
+	if err != nil {
+		return clientSpec{}, err
+	}
+	pool.fill(&o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout,
+		&o.DialerRetries, &o.MaxRetries, &o.ContextTimeoutEnabled)
+	return clientSpec{
+		topology: TopologySentinel,
+		addrs:    o.SentinelAddrs,
+		newFn: func() redis.UniversalClient {
+			// NewFailoverClient panics on these two; the cluster-shaped
+			// failover client is the one that routes reads to replicas.
+			if o.RouteByLatency || o.RouteRandomly {
+				return redis.NewFailoverClusterClient(o)
+			}
+			return redis.NewFailoverClient(o)
+		},
+	}, nil
+}
+
+func clusterSpec(u *url.URL, pool PoolConfig) (clientSpec, error) {
+	// Redis Cluster has no databases; go-redis would silently drop a
+	// path, so refuse it rather than surprise the operator.
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return clientSpec{}, fmt.Errorf("a cluster has no database %q", p)
+	}
+	u.Path = ""
+	o, err := redis.ParseClusterURL(u.String())
+	if err != nil {
+		return clientSpec{}, err
+	}
+	if o.TLSConfig != nil && o.TLSConfig.MinVersion == 0 {
+		o.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	pool.fill(&o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout,
+		&o.DialerRetries, &o.MaxRetries, &o.ContextTimeoutEnabled)
+	return clientSpec{
+		topology: TopologyCluster,
+		addrs:    o.Addrs,
+		newFn:    func() redis.UniversalClient { return redis.NewClusterClient(o) },
+	}, nil
+}
+
+func singleSpec(u *url.URL, pool PoolConfig) (clientSpec, error) {
+	o, err := redis.ParseURL(u.String())
+	if err != nil {
+		return clientSpec{}, err
+	}
+	pool.fill(&o.PoolSize, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout,
+		&o.DialerRetries, &o.MaxRetries, &o.ContextTimeoutEnabled)
+	return clientSpec{
+		topology: TopologySingle,
+		addrs:    []string{o.Addr},
+		newFn:    func() redis.UniversalClient { return redis.NewClient(o) },
+	}, nil
 }
 
 // fill sets the go-redis options the URL left unset from p, and turns on

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,31 +39,10 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	d.mu.Lock()
-	switch {
-	case d.closed:
-		d.mu.Unlock()
-		w.Header().Set("Retry-After", "2")
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the dashboard is shutting down")
-		return
-	case d.open >= d.maxStreams:
-		d.mu.Unlock()
-		d.log.DebugContext(r.Context(), "dashboard stream refused: too many open", "max", d.maxStreams, "remote", r.RemoteAddr)
-		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
-		writeError(w, http.StatusServiceUnavailable, codeTooManyStreams,
-			fmt.Sprintf("%d dashboard streams are open, the most this service allows; retry later", d.maxStreams))
+	if !d.admitStream(w, r) {
 		return
 	}
-	d.open++
-	d.streams.Add(1)
-	d.mu.Unlock()
-	defer func() {
-		d.mu.Lock()
-		d.open--
-		d.mu.Unlock()
-		d.streams.Done()
-		d.streamEnded()
-	}()
+	defer d.releaseStream()
 
 	s := &stream{w: w, rc: http.NewResponseController(w), wait: max(minWriteWait, 3*d.interval)}
 	setStreamHeaders(w.Header())
@@ -71,7 +51,47 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	d.log.DebugContext(ctx, "dashboard stream started", "remote", r.RemoteAddr)
 	defer d.log.DebugContext(ctx, "dashboard stream ended", "remote", r.RemoteAddr)
+	d.pushReports(ctx, s)
+}
 
+// admitStream takes a stream slot, or answers 503 and reports false when
+// the dashboard is closing or every slot is taken.
+func (d *Dashboard) admitStream(w http.ResponseWriter, r *http.Request) bool {
+	d.mu.Lock()
+	closed, full := d.closed, d.open >= d.maxStreams
+	if !closed && !full {
+		d.open++
+		d.streams.Add(1)
+	}
+	d.mu.Unlock()
+	// The refusals are written outside the lock: a write may block.
+	switch {
+	case closed:
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the dashboard is shutting down")
+		return false
+	case full:
+		d.log.DebugContext(r.Context(), "dashboard stream refused: too many open", "max", d.maxStreams, "remote", r.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
+		writeError(w, http.StatusServiceUnavailable, codeTooManyStreams,
+			fmt.Sprintf("%d dashboard streams are open, the most this service allows; retry later", d.maxStreams))
+		return false
+	}
+	return true
+}
+
+// releaseStream gives back the slot admitStream took.
+func (d *Dashboard) releaseStream() {
+	d.mu.Lock()
+	d.open--
+	d.mu.Unlock()
+	d.streams.Done()
+	d.streamEnded()
+}
+
+// pushReports writes a report every interval, and the faults whenever they
+// change, until ctx ends, a write fails or Close is called.
+func (d *Dashboard) pushReports(ctx context.Context, s *stream) {
 	tick, stop := d.ticker(d.interval)
 	defer stop()
 	var lastFaults map[string]sim.Fault

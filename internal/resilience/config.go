@@ -187,6 +187,18 @@ func (c Config) Validate() error {
 	bad := func(key string, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	c.validateTimeouts(bad)
+	c.Bulkhead.validate(bad)
+	c.Breaker.validate(bad)
+	c.Retry.validate(bad)
+	c.Hedge.validate(bad)
+	return errors.Join(errs...)
+}
+
+// complaint records one invalid setting: its config key and what is wrong.
+type complaint func(key string, format string, args ...any)
+
+func (c Config) validateTimeouts(bad complaint) {
 	if c.Timeout <= 0 {
 		bad("timeout", "must be positive, got %v", c.Timeout)
 	}
@@ -204,16 +216,21 @@ func (c Config) Validate() error {
 	} else if c.AutoTimeout && c.TimeoutMin > c.timeoutMax() {
 		bad("timeout_min", "must not exceed timeout_max (%v), got %v", c.timeoutMax(), c.TimeoutMin)
 	}
-	if c.Bulkhead.MaxConcurrent < 1 {
-		bad("bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)
+}
+
+func (c BulkheadConfig) validate(bad complaint) {
+	if c.MaxConcurrent < 1 {
+		bad("bulkhead.max_concurrent", "must be at least 1, got %d", c.MaxConcurrent)
 	}
-	if c.Bulkhead.MaxQueue < 0 {
-		bad("bulkhead.max_queue", "must not be negative, got %d", c.Bulkhead.MaxQueue)
+	if c.MaxQueue < 0 {
+		bad("bulkhead.max_queue", "must not be negative, got %d", c.MaxQueue)
 	}
-	if c.Bulkhead.MaxWait < 0 {
-		bad("bulkhead.max_wait", "must not be negative, got %v", c.Bulkhead.MaxWait)
+	if c.MaxWait < 0 {
+		bad("bulkhead.max_wait", "must not be negative, got %v", c.MaxWait)
 	}
-	b := c.Breaker
+}
+
+func (b BreakerConfig) validate(bad complaint) {
 	if b.Buckets < 1 || b.Buckets > 1000 {
 		bad("breaker.buckets", "must be 1..1000, got %d", b.Buckets)
 	} else if b.Window < 10*time.Millisecond*time.Duration(b.Buckets) {
@@ -243,7 +260,9 @@ func (c Config) Validate() error {
 	if b.HalfOpenProbes < 1 {
 		bad("breaker.half_open_probes", "must be at least 1, got %d", b.HalfOpenProbes)
 	}
-	r := c.Retry
+}
+
+func (r RetryConfig) validate(bad complaint) {
 	if r.MaxAttempts < 1 || r.MaxAttempts > 10 {
 		bad("retry.max_attempts", "must be 1..10, got %d", r.MaxAttempts)
 	}
@@ -259,12 +278,13 @@ func (c Config) Validate() error {
 	if r.BudgetMin < 0 {
 		bad("retry.budget_min", "must not be negative, got %d", r.BudgetMin)
 	}
-	h := c.Hedge
+}
+
+func (h HedgeConfig) validate(bad complaint) {
 	if h.Percentile <= 0 || h.Percentile >= 100 {
 		bad("hedge.percentile", "must be in (0, 100), got %v", h.Percentile)
 	}
 	if h.MinDelay < 0 {
 		bad("hedge.min_delay", "must not be negative, got %v", h.MinDelay)
 	}
-	return errors.Join(errs...)
 }

@@ -236,42 +236,53 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 		defer cancel()
 	}
 
+	// The first attempt starts now: Do's reading of the clock serves unless
+	// the call queued for its slot.
+	first := start
+	if queued {
+		first = time.Time{}
+	}
+	r, n := runAttempts(ctx, cctx, g, s, t, first, fn)
+	if r.kind == KindSuccess {
+		return r.v, nil
+	}
+	return zero, &Error{Dependency: g.name, Kind: r.kind, Attempts: n, Err: r.err}
+}
+
+// runAttempts makes the attempts of an admitted call — hedged, or one at a
+// time — retrying while they fail and the retry policy allows, and returns
+// the last result and how many attempts were made. first is when the first
+// plain attempt starts, or zero to read the clock then.
+func runAttempts[T any](ctx, cctx context.Context, g *Guard, s *settings, t ticket, first time.Time, fn func(context.Context) (T, error)) (attemptResult[T], int) {
+	cfg := &s.cfg
 	maxAttempts := cfg.Retry.MaxAttempts
 	if t.probe {
 		maxAttempts = 1 // a probe asks one question
 	}
 	var (
-		v        T
-		err      error
-		kind     Kind
-		attempts int
+		r attemptResult[T]
+		n int
 	)
 	for {
 		if cfg.Hedge.Enabled && !t.probe {
-			v, err, kind, attempts = hedged(ctx, cctx, g, s, attempts, fn)
+			r, n = hedged(ctx, cctx, g, s, n, fn)
 		} else {
-			attempts++
-			// The first attempt starts now: Do's reading of the clock serves
-			// unless the call queued for its slot.
+			n++
 			at := time.Time{}
-			if attempts == 1 && !queued {
-				at = start
+			if n == 1 {
+				at = first
 			}
-			v, err, kind = attempt(ctx, cctx, g, s, attempts, false, t, at, fn)
+			r = attempt(ctx, cctx, g, s, n, false, t, at, fn)
 		}
-		if kind != KindFailure || attempts >= maxAttempts || !g.mayRetry(cctx, s, attempts) {
-			break
+		if r.kind != KindFailure || n >= maxAttempts || !g.mayRetry(cctx, s, n) {
+			return r, n
 		}
 	}
-	if kind == KindSuccess {
-		return v, nil
-	}
-	return zero, &Error{Dependency: g.name, Kind: kind, Attempts: attempts, Err: err}
 }
 
 // attempt makes one physical call and records it.
 // start is the clock's reading as the attempt begins, or zero to read it here.
-func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hedge bool, t ticket, start time.Time, fn func(context.Context) (T, error)) (T, error, Kind) {
+func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hedge bool, t ticket, start time.Time, fn func(context.Context) (T, error)) attemptResult[T] {
 	if start.IsZero() {
 		start = g.clock.Now()
 	}
@@ -279,7 +290,7 @@ func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hed
 	end := g.now(start)
 	kind := classify(ctx, cctx, err)
 	g.settle(ctx, s, n, hedge, t, kind, start, end, err)
-	return v, err, kind
+	return attemptResult[T]{v, err, kind}
 }
 
 // settle records a finished attempt, feeds the breaker and tells the

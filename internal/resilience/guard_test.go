@@ -469,7 +469,7 @@ func TestRetry(t *testing.T) {
 	}
 	// Bad requests and timeouts are not retried.
 	n = 0
-	Do(context.Background(), g, func(context.Context) (string, error) { n++; return badReq(nil) })
+	Do(context.Background(), g, func(ctx context.Context) (string, error) { n++; return badReq(ctx) })
 	if n != 1 {
 		t.Fatalf("bad request retried: %d attempts", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 )
 
+// attemptResult is one attempt's outcome: fn's value and error, and their Kind.
 type attemptResult[T any] struct {
 	v    T
 	err  error
@@ -17,16 +18,16 @@ type attemptResult[T any] struct {
 // attempt it started has returned, so nothing outlives the call. A hedge
 // needs a free bulkhead slot, room in the retry budget and time left in the
 // sub-budget; otherwise the primary runs alone.
-func hedged[T any](ctx, cctx context.Context, g *Guard, s *settings, attempts int, fn func(context.Context) (T, error)) (T, error, Kind, int) {
+func hedged[T any](ctx, cctx context.Context, g *Guard, s *settings, attempts int, fn func(context.Context) (T, error)) (attemptResult[T], int) {
 	results := make(chan attemptResult[T], 2)
 	launch := func(n int, hedge bool) context.CancelCauseFunc {
 		actx, cancel := context.WithCancelCause(cctx)
 		go func() {
-			v, err, kind := attempt(ctx, actx, g, s, n, hedge, ticket{}, time.Time{}, fn)
+			r := attempt(ctx, actx, g, s, n, hedge, ticket{}, time.Time{}, fn)
 			if hedge {
 				g.bulkhead.release() // the hedge's own slot, taken below
 			}
-			results <- attemptResult[T]{v, err, kind}
+			results <- r
 		}()
 		return cancel
 	}
@@ -51,7 +52,7 @@ func hedged[T any](ctx, cctx context.Context, g *Guard, s *settings, attempts in
 				for ; running > 0; running-- {
 					<-results
 				}
-				return r.v, r.err, r.kind, attempts
+				return r, attempts
 			}
 		case <-timerC:
 			timerC = nil
@@ -67,5 +68,5 @@ func hedged[T any](ctx, cctx context.Context, g *Guard, s *settings, attempts in
 	for _, c := range cancels {
 		c(nil)
 	}
-	return last.v, last.err, last.kind, attempts
+	return last, attempts
 }

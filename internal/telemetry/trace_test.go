@@ -187,7 +187,7 @@ func TestRequestTrace(t *testing.T) {
 	}
 	byName := map[string]tracetest.SpanStub{}
 	for _, s := range spans {
-		byName[s.Name+" "+attrs(s)["orderagg.event"].Emit()+" "+attrs(s)["orderagg.attempt"].Emit()] = s
+		byName[s.Name+" "+attrs(s)["orderagg.event"].String()+" "+attrs(s)["orderagg.attempt"].String()] = s
 		if s.EndTime.Before(s.StartTime) {
 			t.Errorf("span %q ends before it starts", s.Name)
 		}
@@ -239,10 +239,10 @@ func treeLines(spans tracetest.SpanStubs) []string {
 		}
 		a := attrs(s)
 		if ev, ok := a["orderagg.event"]; ok {
-			path += " event=" + ev.Emit()
+			path += " event=" + ev.String()
 		}
 		if n, ok := a["orderagg.attempt"]; ok {
-			path += " attempt=" + n.Emit()
+			path += " attempt=" + n.String()
 		}
 		if s.Status.Code == codes.Error && s.SpanKind != trace.SpanKindServer {
 			path += " ERROR"
@@ -341,7 +341,7 @@ func TestCacheLookupSpanEvent(t *testing.T) {
 	ev := spans[0].Events[0]
 	m := map[attribute.Key]string{}
 	for _, kv := range ev.Attributes {
-		m[kv.Key] = kv.Value.Emit()
+		m[kv.Key] = kv.Value.String()
 	}
 	if ev.Name != "cache lookup" || m["orderagg.dependency"] != "logistics" || m["orderagg.cache.outcome"] != "stale" {
 		t.Errorf("event %q %v", ev.Name, m)

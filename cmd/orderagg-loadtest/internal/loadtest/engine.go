@@ -168,129 +168,160 @@ type runStats struct {
 // recorded. progress, if not nil, is called once a second with the time
 // since the start. Every goroutine run starts has ended when it returns.
 func run(ctx context.Context, t *target, p plan, rec *recorder, progress func(elapsed time.Duration)) runStats {
-	start := time.Now()
-	warmEnd := start.Add(p.Warmup)
-	end := warmEnd.Add(p.Duration)
-
-	// stop is closed when no more requests may start.
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	var stoppedAt atomic.Int64 // unix ns, set once
-	halt := func(at time.Time) {
-		stopOnce.Do(func() {
-			stoppedAt.Store(at.UnixNano())
-			close(stop)
-		})
-	}
-	timer := time.AfterFunc(time.Until(end), func() { halt(end) })
+	r := newLoadRun(t, p, rec)
+	timer := time.AfterFunc(time.Until(r.end), func() { r.halt(r.end) })
 	defer timer.Stop()
-	cancelWatch := context.AfterFunc(ctx, func() { halt(time.Now()) })
+	cancelWatch := context.AfterFunc(ctx, func() { r.halt(time.Now()) })
 	defer cancelWatch()
+	waitProgress := r.reportProgress(progress)
 
-	var progressWG sync.WaitGroup
+	if p.Rate > 0 {
+		r.openLoop(ctx)
+	} else {
+		r.closedLoop(ctx)
+	}
+	<-r.stop
+	r.wg.Wait()
+	waitProgress()
+	st := runStats{Sent: int64(r.seq.Load())}
+	if stopped := time.Unix(0, r.stoppedAt.Load()); stopped.After(r.warmEnd) {
+		st.Window = stopped.Sub(r.warmEnd)
+	}
+	return st
+}
+
+// loadRun is the state of one run: its schedule, when it stopped and the
+// requests it started.
+type loadRun struct {
+	t   *target
+	p   plan
+	rec *recorder
+
+	start, warmEnd, end time.Time
+	// stop is closed when no more requests may start.
+	stop      chan struct{}
+	stopOnce  sync.Once
+	stoppedAt atomic.Int64 // unix ns, set once
+
+	seq      atomic.Uint64 // ids
+	measured atomic.Int64  // measured requests started
+	wg       sync.WaitGroup
+}
+
+func newLoadRun(t *target, p plan, rec *recorder) *loadRun {
+	r := &loadRun{t: t, p: p, rec: rec, start: time.Now(), stop: make(chan struct{})}
+	r.warmEnd = r.start.Add(p.Warmup)
+	r.end = r.warmEnd.Add(p.Duration)
+	return r
+}
+
+// halt stops the run as of at; only the first call counts.
+func (r *loadRun) halt(at time.Time) {
+	r.stopOnce.Do(func() {
+		r.stoppedAt.Store(at.UnixNano())
+		close(r.stop)
+	})
+}
+
+// reportProgress calls progress, if not nil, once a second until the run
+// stops; the returned func waits for the goroutine that does it.
+func (r *loadRun) reportProgress(progress func(elapsed time.Duration)) (wait func()) {
+	var wg sync.WaitGroup
 	if progress != nil {
-		progressWG.Add(1)
+		wg.Add(1)
 		go func() {
-			defer progressWG.Done()
+			defer wg.Done()
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
 			for {
 				select {
-				case <-stop:
+				case <-r.stop:
 					return
 				case <-tick.C:
-					progress(time.Since(start))
+					progress(time.Since(r.start))
 				}
 			}
 		}()
 	}
+	return wg.Wait
+}
 
-	var (
-		seq      atomic.Uint64 // ids
-		measured atomic.Int64  // measured requests started
-		wg       sync.WaitGroup
-	)
-	// admit reports whether a request due at due may start and whether it
-	// is measured.
-	admit := func(due time.Time) (ok, measure bool) {
-		select {
-		case <-stop:
-			return false, false
-		default:
-		}
-		if !due.Before(end) {
-			halt(end)
-			return false, false
-		}
-		if due.Before(warmEnd) {
-			return true, false
-		}
-		if measured.Add(1) > p.MaxRequests {
-			halt(due)
-			return false, false
-		}
-		return true, true
+// admit reports whether a request due at due may start and whether it is
+// measured.
+func (r *loadRun) admit(due time.Time) (ok, measure bool) {
+	select {
+	case <-r.stop:
+		return false, false
+	default:
 	}
-	send := func(due time.Time, measure bool) {
-		res, ok := t.do(ctx, orderID(seq.Add(1)-1+p.IDOffset, p.IDs), due, p.Timeout)
-		if ok && measure {
-			rec.add(res)
-		}
+	if !due.Before(r.end) {
+		r.halt(r.end)
+		return false, false
 	}
+	if due.Before(r.warmEnd) {
+		return true, false
+	}
+	if r.measured.Add(1) > r.p.MaxRequests {
+		r.halt(due)
+		return false, false
+	}
+	return true, true
+}
 
-	if p.Rate > 0 {
-		// Open loop: request i is due at start + i/rate whatever happened to
-		// the others, each on its own goroutine; in flight is bounded by
-		// rate × timeout. When the pacer falls behind, the late requests
-		// leave at once and their latency counts from when they were due.
-		interval := float64(time.Second) / p.Rate
-		wait := time.NewTimer(0)
-		defer wait.Stop()
-	pace:
-		for i := 0; ; i++ {
-			due := start.Add(time.Duration(float64(i) * interval))
-			if d := time.Until(due); d > 0 {
-				wait.Reset(d)
-				select {
-				case <-stop:
-					break pace
-				case <-wait.C:
-				}
-			}
-			ok, measure := admit(due)
-			if !ok {
-				break
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				send(due, measure)
-			}()
-		}
-	} else {
-		for range p.Concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					due := time.Now()
-					ok, measure := admit(due)
-					if !ok {
-						return
-					}
-					send(due, measure)
-				}
-			}()
-		}
+func (r *loadRun) send(ctx context.Context, due time.Time, measure bool) {
+	res, ok := r.t.do(ctx, orderID(r.seq.Add(1)-1+r.p.IDOffset, r.p.IDs), due, r.p.Timeout)
+	if ok && measure {
+		r.rec.add(res)
 	}
-	<-stop
-	wg.Wait()
-	progressWG.Wait()
-	st := runStats{Sent: int64(seq.Load())}
-	if stopped := time.Unix(0, stoppedAt.Load()); stopped.After(warmEnd) {
-		st.Window = stopped.Sub(warmEnd)
+}
+
+// openLoop starts request i at start + i/rate whatever happened to the
+// others, each on its own goroutine; in flight is bounded by rate ×
+// timeout. When the pacer falls behind, the late requests leave at once and
+// their latency counts from when they were due.
+func (r *loadRun) openLoop(ctx context.Context) {
+	interval := float64(time.Second) / r.p.Rate
+	wait := time.NewTimer(0)
+	defer wait.Stop()
+	for i := 0; ; i++ {
+		due := r.start.Add(time.Duration(float64(i) * interval))
+		if d := time.Until(due); d > 0 {
+			wait.Reset(d)
+			select {
+			case <-r.stop:
+				return
+			case <-wait.C:
+			}
+		}
+		ok, measure := r.admit(due)
+		if !ok {
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.send(ctx, due, measure)
+		}()
 	}
-	return st
+}
+
+// closedLoop keeps p.Concurrency workers each sending its next request as
+// soon as the last is answered.
+func (r *loadRun) closedLoop(ctx context.Context) {
+	for range r.p.Concurrency {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for {
+				due := time.Now()
+				ok, measure := r.admit(due)
+				if !ok {
+					return
+				}
+				r.send(ctx, due, measure)
+			}
+		}()
+	}
 }
 
 // checkLoopback refuses a URL whose host is not a loopback address: a

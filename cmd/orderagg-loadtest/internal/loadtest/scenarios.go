@@ -318,12 +318,38 @@ func floorCost(ctx context.Context, e *experiment) error {
 	}
 	defer stop()
 
-	recs := map[string]*recorder{kindOrderagg: newRecorder(), kindFloor: newRecorder()}
-	window := map[string]time.Duration{}
-	cpu, sent := map[string]time.Duration{}, map[string]int64{}
 	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL}
-	var roundRatios []string
-	var roundValues []float64
+	t, err := measureFloorRounds(ctx, e, p, urls, rounds)
+	if err != nil {
+		return err
+	}
+	agg := t.report(e)
+	if err := floorHalfLoad(ctx, e, p, urls, agg.RPS); err != nil {
+		return err
+	}
+	e.report.Load += fmt.Sprintf("; then each alone at half of orderagg's closed-loop throughput, open loop, %s warm-up + %s", p.Warmup, p.Duration)
+	return nil
+}
+
+// floorTally is what the floor-cost rounds measured of each aggregator
+// (kindOrderagg, kindFloor), pooled over the rounds.
+type floorTally struct {
+	recs        map[string]*recorder
+	window, cpu map[string]time.Duration
+	sent        map[string]int64
+	roundRatios []string  // orderagg ÷ floor throughput, formatted, in round order
+	roundValues []float64 // the same ratios
+}
+
+// measureFloorRounds runs both aggregators at saturation in alternating
+// order, rounds times.
+func measureFloorRounds(ctx context.Context, e *experiment, p plan, urls map[string]string, rounds int) (*floorTally, error) {
+	t := &floorTally{
+		recs:   map[string]*recorder{kindOrderagg: newRecorder(), kindFloor: newRecorder()},
+		window: map[string]time.Duration{},
+		cpu:    map[string]time.Duration{},
+		sent:   map[string]int64{},
+	}
 	for r := range rounds {
 		order := []string{kindOrderagg, kindFloor}
 		if r%2 == 1 {
@@ -334,44 +360,54 @@ func floorCost(ctx context.Context, e *experiment) error {
 			rec := newRecorder()
 			sum, st := e.measure(ctx, fmt.Sprintf("round %d %s", r+1, kind), urls[kind], p, rec)
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return nil, ctx.Err()
 			}
-			recs[kind].mergeFrom(rec)
-			window[kind] += st.Window
-			cpu[kind] += st.CPU
-			sent[kind] += st.Sent
+			t.recs[kind].mergeFrom(rec)
+			t.window[kind] += st.Window
+			t.cpu[kind] += st.CPU
+			t.sent[kind] += st.Sent
 			rps[kind] = sum.RPS
 		}
-		roundRatios = append(roundRatios, f2(ratio(rps[kindOrderagg], rps[kindFloor])))
-		roundValues = append(roundValues, ratio(rps[kindOrderagg], rps[kindFloor]))
+		t.roundRatios = append(t.roundRatios, f2(ratio(rps[kindOrderagg], rps[kindFloor])))
+		t.roundValues = append(t.roundValues, ratio(rps[kindOrderagg], rps[kindFloor]))
 	}
+	return t, nil
+}
+
+// report writes each aggregator's row and step and the findings at
+// saturation, and returns orderagg's pooled summary.
+func (t *floorTally) report(e *experiment) Summary {
 	sums := map[string]Summary{}
 	perReq := map[string]float64{}
 	for _, kind := range []string{kindOrderagg, kindFloor} {
-		sm := recs[kind].summary(window[kind])
+		sm := t.recs[kind].summary(t.window[kind])
 		sums[kind] = sm
 		l := sm.Latency
-		perReq[kind] = ratio(float64(cpu[kind]/time.Microsecond), float64(sent[kind]))
+		perReq[kind] = ratio(float64(t.cpu[kind]/time.Microsecond), float64(t.sent[kind]))
 		e.row(kind, fmt.Sprint(sm.Requests), f0(sm.RPS), cpuCell(perReq[kind]), f2(l.P50), f2(l.P90), f2(l.P99), f2(l.P999), f2(l.Max))
 		e.step(kind, sm, map[string]float64{"cpu_us_per_request": perReq[kind]})
 	}
 	a, f := sums[kindOrderagg], sums[kindFloor]
 	r := ratio(a.RPS, f.RPS)
 	d := a.Latency.P50 - f.Latency.P50
-	slices.Sort(roundValues)
-	med := roundValues[len(roundValues)/2]
-	e.finding("throughput orderagg ÷ floor: median round %.2f× (target ≥ 0.85×: %s); all rounds pooled %.2f×; per round %s", med, verdict(med >= 0.85), r, strings.Join(roundRatios, ", "))
+	slices.Sort(t.roundValues)
+	med := t.roundValues[len(t.roundValues)/2]
+	e.finding("throughput orderagg ÷ floor: median round %.2f× (target ≥ 0.85×: %s); all rounds pooled %.2f×; per round %s", med, verdict(med >= 0.85), r, strings.Join(t.roundRatios, ", "))
 	e.finding("P50 orderagg − floor at saturation = %+.2f ms (target ≤ 1 ms: %s); P99 %.2f vs %.2f ms", d, verdict(d <= 1), a.Latency.P99, f.Latency.P99)
 	if perReq[kindFloor] > 0 {
 		e.finding("CPU per request, the load generator and the simulator's four answers included (the same work for both): orderagg %.0f µs, floor %.0f µs (%.2f×): orderagg spends %.0f µs more per page. On a saturated machine throughput follows CPU per request, so this ratio is the noise-robust form of the first",
 			perReq[kindOrderagg], perReq[kindFloor], ratio(perReq[kindOrderagg], perReq[kindFloor]), perReq[kindOrderagg]-perReq[kindFloor])
 	}
+	return a
+}
 
-	// At saturation a closed loop's latency is mostly queueing (Little's
-	// law: workers ÷ throughput), so it says little about what orderagg
-	// adds to one request. Half of orderagg's capacity, open loop, does.
+// floorHalfLoad measures each aggregator alone, open loop, at half of
+// orderagg's saturated throughput aggRPS. At saturation a closed loop's
+// latency is mostly queueing (Little's law: workers ÷ throughput), so it
+// says little about what orderagg adds to one request; half load does.
+func floorHalfLoad(ctx context.Context, e *experiment, p plan, urls map[string]string, aggRPS float64) error {
 	half := p
-	half.Rate = math.Max(1, math.Round(a.RPS/2))
+	half.Rate = math.Max(1, math.Round(aggRPS/2))
 	p50 := map[string]float64{}
 	for _, kind := range []string{kindFloor, kindOrderagg} {
 		sm, st := e.measure(ctx, "open loop "+kind, urls[kind], half, nil)
@@ -386,7 +422,6 @@ func floorCost(ctx context.Context, e *experiment) error {
 	}
 	hd := p50[kindOrderagg] - p50[kindFloor]
 	e.finding("P50 orderagg − floor at %g req/s, open loop (half of orderagg's capacity) = %+.2f ms (target ≤ 1 ms: %s)", half.Rate, hd, verdict(hd <= 1))
-	e.report.Load += fmt.Sprintf("; then each alone at half of orderagg's closed-loop throughput, open loop, %s warm-up + %s", p.Warmup, p.Duration)
 	return nil
 }
 
@@ -406,17 +441,9 @@ func verdict(ok bool) string {
 }
 
 func outage(ctx context.Context, e *experiment) error {
-	phase := 10 * time.Second
-	if e.o.given("duration") {
-		phase = e.o.Duration
-	}
-	rate := 100.0
-	if e.o.given("rate") && e.o.Rate > 0 {
-		rate = e.o.Rate
-	}
-	p := plan{Rate: rate, Duration: 3 * phase, MaxRequests: e.o.MaxRequests, IDs: e.o.IDs, Timeout: e.o.Timeout}
+	o := newOutageRun(e)
 	e.report.Load = fmt.Sprintf("open loop, %g req/s to each aggregator at once, both in front of one simulator (every service 5 ms); logistics healthy %s, hanging %s, healthy %s; figures by the second the answer arrived",
-		rate, phase, phase, phase)
+		o.rate, o.phase, o.phase, o.phase)
 	e.report.Columns = []string{"aggregator", "phase", "good/s", "full pages", "failed", "P50 ms", "P99 ms", "max ms"}
 	s, aggURL, floorURL, stop, err := e.startPair(ctx, uniformShape(profileFast))
 	if err != nil {
@@ -435,16 +462,55 @@ func outage(ctx context.Context, e *experiment) error {
 	watchOld := watchBreakers(ctx, oldURL)
 	defer watchOld.stop()
 
-	origin := time.Now()
-	recs := map[string]*recorder{kindOrderagg: newRecorder().withTimeline(origin), kindFloor: newRecorder().withTimeline(origin),
-		kindOldBreaker: newRecorder().withTimeline(origin)}
-	urls := map[string]string{kindOrderagg: aggURL, kindFloor: floorURL, kindOldBreaker: oldURL}
+	o.urls = map[string]string{kindOrderagg: aggURL, kindFloor: floorURL, kindOldBreaker: oldURL}
+	if err := o.drive(ctx, e, s); err != nil {
+		return err
+	}
+	goodRate := o.tabulate(e)
+	o.conclude(e, goodRate, watch, watchOld)
+	return o.plot(e)
+}
+
+// outageRun is one outage run: logistics healthy, hanging, then healthy
+// again, a phase each, under three aggregators (outageKinds) at once.
+type outageRun struct {
+	phase  time.Duration
+	rate   float64
+	p      plan
+	origin time.Time
+	urls   map[string]string    // by kind
+	recs   map[string]*recorder // by kind
+}
+
+// outageKinds are the aggregators of the run, in the table's order.
+var outageKinds = []string{kindOrderagg, kindOldBreaker, kindFloor}
+
+func newOutageRun(e *experiment) *outageRun {
+	o := &outageRun{phase: 10 * time.Second, rate: 100.0}
+	if e.o.given("duration") {
+		o.phase = e.o.Duration
+	}
+	if e.o.given("rate") && e.o.Rate > 0 {
+		o.rate = e.o.Rate
+	}
+	o.p = plan{Rate: o.rate, Duration: 3 * o.phase, MaxRequests: e.o.MaxRequests, IDs: e.o.IDs, Timeout: e.o.Timeout}
+	return o
+}
+
+// drive loads every aggregator for the three phases while logistics hangs
+// in the second.
+func (o *outageRun) drive(ctx context.Context, e *experiment, s *simStack) error {
+	o.origin = time.Now()
+	o.recs = map[string]*recorder{}
+	for _, kind := range outageKinds {
+		o.recs[kind] = newRecorder().withTimeline(o.origin)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the outage's schedule; it ends with ctx or after the recovery
 		defer wg.Done()
 		for i, f := range []sim.Fault{{Hang: true}, profileFast} {
-			t := time.NewTimer(time.Until(origin.Add(time.Duration(i+1) * phase)))
+			t := time.NewTimer(time.Until(o.origin.Add(time.Duration(i+1) * o.phase)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -454,28 +520,30 @@ func outage(ctx context.Context, e *experiment) error {
 			}
 		}
 	}()
-	for _, kind := range []string{kindOrderagg, kindOldBreaker, kindFloor} {
+	for _, kind := range outageKinds {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := newTarget(urls[kind], 1024, false)
+			t := newTarget(o.urls[kind], 1024, false)
 			defer t.close()
 			var progress func(time.Duration)
 			if kind == kindOrderagg && e.tty {
-				progress = progressLine(e.stderr, "outage (orderagg): ", p, recs[kind])
+				progress = progressLine(e.stderr, "outage (orderagg): ", o.p, o.recs[kind])
 			}
-			run(ctx, t, p, recs[kind], progress)
+			run(ctx, t, o.p, o.recs[kind], progress)
 		}()
 	}
 	wg.Wait()
 	if e.tty {
 		fmt.Fprint(e.stderr, "\r\033[K")
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	return ctx.Err()
+}
 
-	ps := int(phase / time.Second)
+// tabulate writes a row per aggregator and phase and returns each
+// aggregator's good answers per second, by phase.
+func (o *outageRun) tabulate(e *experiment) map[string][]float64 {
+	ps := int(o.phase / time.Second)
 	phases := []struct {
 		name     string
 		from, to int
@@ -485,29 +553,23 @@ func outage(ctx context.Context, e *experiment) error {
 		{fmt.Sprintf("healthy %d–%ds", 2*ps, 3*ps), 2 * ps, 3 * ps},
 	}
 	goodRate := map[string][]float64{}
-	for _, kind := range []string{kindOrderagg, kindOldBreaker, kindFloor} {
+	for _, kind := range outageKinds {
 		for _, ph := range phases {
-			ok, deg, failed, lat := recs[kind].phase(ph.from, ph.to)
+			ok, deg, failed, lat := o.recs[kind].phase(ph.from, ph.to)
 			secs := float64(ph.to - ph.from)
 			good := float64(ok+deg) / secs
 			goodRate[kind] = append(goodRate[kind], good)
 			e.row(kind, ph.name, f1(good), pc(ratio(float64(ok), float64(ok+deg+failed))), fmt.Sprint(failed), f1(lat.P50), f1(lat.P99), f1(lat.Max))
 		}
-		e.step(kind, recs[kind].summary(3*phase), nil)
+		e.step(kind, o.recs[kind].summary(3*o.phase), nil)
 	}
-	agg := recs[kindOrderagg].summary(3 * phase).Timeline
-	fl := recs[kindFloor].summary(3 * phase).Timeline
-	// How long orderagg took to notice the hang and to return to full pages.
-	var firstFast, recovered = -1, -1
-	for _, sec := range agg {
-		if sec.T > ps && sec.T < 2*ps && firstFast < 0 && sec.P99MS < 100 {
-			firstFast = sec.T - ps
-		}
-		total := sec.OK + sec.Degraded + sec.Failed
-		if sec.T >= 2*ps && recovered < 0 && total > 0 && float64(sec.OK) >= 0.9*float64(total) {
-			recovered = sec.T - 2*ps
-		}
-	}
+	return goodRate
+}
+
+// conclude states what the hang cost, how soon orderagg noticed it (by
+// latency and by each breaker) and how soon full pages returned.
+func (o *outageRun) conclude(e *experiment, goodRate map[string][]float64, watch, watchOld *breakerWatch) {
+	firstFast, recovered := o.turningPoints()
 	e.finding("during the hang orderagg answered %.1f good pages/s (%.0f %% of its healthy rate, logistics degraded), the floor %.1f/s (%.0f %%)",
 		goodRate[kindOrderagg][1], 100*ratio(goodRate[kindOrderagg][1], goodRate[kindOrderagg][0]),
 		goodRate[kindFloor][1], 100*ratio(goodRate[kindFloor][1], goodRate[kindFloor][0]))
@@ -517,15 +579,38 @@ func outage(ctx context.Context, e *experiment) error {
 	default:
 		e.finding("orderagg's per-second P99 was back under 100 ms in second %d of the hang", firstFast+1)
 	}
-	outageDetection(e, kindOrderagg, watch, recs[kindOrderagg], origin, phase, rate)
-	outageDetection(e, kindOldBreaker, watchOld, recs[kindOldBreaker], origin, phase, rate)
+	outageDetection(e, kindOrderagg, watch, o.recs[kindOrderagg], o.origin, o.phase, o.rate)
+	outageDetection(e, kindOldBreaker, watchOld, o.recs[kindOldBreaker], o.origin, o.phase, o.rate)
 	switch {
 	case recovered < 0:
 		e.finding("orderagg's full pages had not returned by the end of the run")
 	default:
 		e.finding("full pages (≥ 90 %% of a second's answers) returned in second %d after logistics recovered: an open breaker sleeps (500 ms, doubling after each failed probe, 5 s cap), then one probe closes it", recovered+1)
 	}
+}
 
+// turningPoints are, in seconds from the phase's start (-1 for never), when
+// orderagg's per-second P99 first came back under 100 ms during the hang,
+// and when its full pages returned (≥ 90 % of a second's answers) after it.
+func (o *outageRun) turningPoints() (firstFast, recovered int) {
+	ps := int(o.phase / time.Second)
+	firstFast, recovered = -1, -1
+	for _, sec := range o.recs[kindOrderagg].summary(3 * o.phase).Timeline {
+		if sec.T > ps && sec.T < 2*ps && firstFast < 0 && sec.P99MS < 100 {
+			firstFast = sec.T - ps
+		}
+		total := sec.OK + sec.Degraded + sec.Failed
+		if sec.T >= 2*ps && recovered < 0 && total > 0 && float64(sec.OK) >= 0.9*float64(total) {
+			recovered = sec.T - 2*ps
+		}
+	}
+	return firstFast, recovered
+}
+
+// plot draws orderagg's and the floor's good answers and P99 per second.
+func (o *outageRun) plot(e *experiment) error {
+	agg := o.recs[kindOrderagg].summary(3 * o.phase).Timeline
+	fl := o.recs[kindFloor].summary(3 * o.phase).Timeline
 	perSecond := func(tl []Second, f func(Second) float64) (xs, ys []float64) {
 		for _, s := range tl {
 			xs, ys = append(xs, float64(s.T)+0.5), append(ys, f(s))
@@ -537,9 +622,10 @@ func outage(ctx context.Context, e *experiment) error {
 	fx, fGood := perSecond(fl, func(s Second) float64 { return float64(s.OK + s.Degraded) })
 	_, aP99 := perSecond(agg, func(s Second) float64 { return s.P99MS })
 	_, fP99 := perSecond(fl, func(s Second) float64 { return s.P99MS })
+	ps := int(o.phase / time.Second)
 	shade := [][2]float64{{float64(ps), float64(2 * ps)}}
 	return e.plot("experiment-outage.svg", chart{
-		Title:  fmt.Sprintf("Logistics hangs for %s: orderagg vs the bare floor, %g req/s each (open loop)", phase, rate),
+		Title:  fmt.Sprintf("Logistics hangs for %s: orderagg vs the bare floor, %g req/s each (open loop)", o.phase, o.rate),
 		XLabel: "seconds since start (by the second each answer arrived)",
 		Panels: []panel{
 			{Title: "Good answers (HTTP 200) per second", YLabel: "answers/s", Shade: shade, ShadeLabel: "logistics hangs", Series: []series{

@@ -70,6 +70,27 @@ func (c chart) svg() []byte {
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", marginLeft, esc(c.Title))
 
+	x := c.xAxis()
+	top := titleHeight
+	for i, p := range c.Panels {
+		p.write(&b, x, top, i == len(c.Panels)-1)
+		top += panelTop + panelHeight + panelSpacing
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", marginLeft+x.width/2, height-8, esc(c.XLabel))
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// xAxis is the x axis every panel of a chart shares.
+type xAxis struct {
+	min, max float64
+	width    float64 // of the plot area, in pixels
+	ticks    []tick
+}
+
+// xAxis spans every series' x values and the chart's own ticks; without
+// ticks of its own the chart gets round ones.
+func (c chart) xAxis() xAxis {
 	xmin, xmax := math.Inf(1), math.Inf(-1)
 	for _, p := range c.Panels {
 		for _, s := range p.Series {
@@ -90,81 +111,86 @@ func (c chart) svg() []byte {
 			ticks = append(ticks, tick{v, num(v)})
 		}
 	}
-	plotW := float64(svgWidth - marginLeft - marginRight)
-	px := func(x float64) float64 { return marginLeft + (x-xmin)/(xmax-xmin)*plotW }
+	return xAxis{min: xmin, max: xmax, width: float64(svgWidth - marginLeft - marginRight), ticks: ticks}
+}
 
-	top := titleHeight
-	for i, p := range c.Panels {
-		y0 := float64(top + panelTop)               // top of the plot area
-		y1 := float64(top + panelTop + panelHeight) // its bottom
-		ymax := 0.0
-		for _, s := range p.Series {
-			for _, y := range s.Y {
-				ymax = math.Max(ymax, y)
-			}
-		}
-		yt := niceTicks(0, ymax, 5)
-		ytop := yt[len(yt)-1]
-		py := func(y float64) float64 { return y1 - y/ytop*(y1-y0) }
+// px is x's position in pixels.
+func (a xAxis) px(x float64) float64 { return marginLeft + (x-a.min)/(a.max-a.min)*a.width }
 
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>`+"\n", marginLeft, top+14, esc(p.Title))
-		// Legend.
-		lx := marginLeft
-		for j, s := range p.Series {
-			col := colorOf(s, j)
-			dash := ""
-			if s.Dashed {
-				dash = ` stroke-dasharray="5,3"`
-			}
-			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", lx, top+30, lx+18, top+30, col, dash)
-			fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+22, top+34, esc(s.Name))
-			lx += 34 + 7*len(s.Name)
+// write renders the panel whose title sits at top; the last panel of a
+// chart also labels the x axis.
+func (p panel) write(b *bytes.Buffer, x xAxis, top int, last bool) {
+	y0 := float64(top + panelTop)               // top of the plot area
+	y1 := float64(top + panelTop + panelHeight) // its bottom
+	ymax := 0.0
+	for _, s := range p.Series {
+		for _, y := range s.Y {
+			ymax = math.Max(ymax, y)
 		}
-		for k, band := range p.Shade {
-			xa, xb := px(band[0]), px(band[1])
-			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f3d6d6"/>`+"\n", xa, y0, xb-xa, y1-y0)
-			if k == 0 && p.ShadeLabel != "" {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#a33" text-anchor="middle">%s</text>`+"\n", (xa+xb)/2, y0+14, esc(p.ShadeLabel))
-			}
-		}
-		// Grid and y axis.
-		for _, v := range yt {
-			y := py(v)
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", marginLeft, y, svgWidth-marginRight, y)
-			fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginLeft-6, y+4, num(v))
-		}
-		fmt.Fprintf(&b, `<text transform="translate(16,%.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (y0+y1)/2, esc(p.YLabel))
-		for _, t := range ticks {
-			x := px(t.X)
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", x, y0, x, y1)
-			if i == len(c.Panels)-1 {
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", x, y1+16, esc(t.Label))
-			}
-		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", marginLeft, y0, plotW, y1-y0)
-		// Data.
-		for j, s := range p.Series {
-			col := colorOf(s, j)
-			var pts bytes.Buffer
-			for k := range s.X {
-				fmt.Fprintf(&pts, "%.1f,%.1f ", px(s.X[k]), py(s.Y[k]))
-			}
-			dash := ""
-			if s.Dashed {
-				dash = ` stroke-dasharray="5,3"`
-			}
-			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, bytes.TrimSpace(pts.Bytes()))
-			if s.Markers {
-				for k := range s.X {
-					fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", px(s.X[k]), py(s.Y[k]), col)
-				}
-			}
-		}
-		top += panelTop + panelHeight + panelSpacing
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", marginLeft+plotW/2, height-8, esc(c.XLabel))
-	b.WriteString("</svg>\n")
-	return b.Bytes()
+	yt := niceTicks(0, ymax, 5)
+	ytop := yt[len(yt)-1]
+	py := func(y float64) float64 { return y1 - y/ytop*(y1-y0) }
+
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="13" font-weight="bold">%s</text>`+"\n", marginLeft, top+14, esc(p.Title))
+	p.writeLegend(b, top)
+	for k, band := range p.Shade {
+		xa, xb := x.px(band[0]), x.px(band[1])
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#f3d6d6"/>`+"\n", xa, y0, xb-xa, y1-y0)
+		if k == 0 && p.ShadeLabel != "" {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="#a33" text-anchor="middle">%s</text>`+"\n", (xa+xb)/2, y0+14, esc(p.ShadeLabel))
+		}
+	}
+	// Grid and y axis.
+	for _, v := range yt {
+		y := py(v)
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", marginLeft, y, svgWidth-marginRight, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", marginLeft-6, y+4, num(v))
+	}
+	fmt.Fprintf(b, `<text transform="translate(16,%.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (y0+y1)/2, esc(p.YLabel))
+	for _, t := range x.ticks {
+		tx := x.px(t.X)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eee"/>`+"\n", tx, y0, tx, y1)
+		if last {
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", tx, y1+16, esc(t.Label))
+		}
+	}
+	fmt.Fprintf(b, `<rect x="%d" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", marginLeft, y0, x.width, y1-y0)
+	p.writeSeries(b, x, py)
+}
+
+func (p panel) writeLegend(b *bytes.Buffer, top int) {
+	lx := marginLeft
+	for j, s := range p.Series {
+		fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>`+"\n", lx, top+30, lx+18, top+30, colorOf(s, j), dashOf(s))
+		fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", lx+22, top+34, esc(s.Name))
+		lx += 34 + 7*len(s.Name)
+	}
+}
+
+// writeSeries draws each series as a line, with its markers if it has them.
+func (p panel) writeSeries(b *bytes.Buffer, x xAxis, py func(float64) float64) {
+	for j, s := range p.Series {
+		col := colorOf(s, j)
+		var pts bytes.Buffer
+		for k := range s.X {
+			fmt.Fprintf(&pts, "%.1f,%.1f ", x.px(s.X[k]), py(s.Y[k]))
+		}
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dashOf(s), bytes.TrimSpace(pts.Bytes()))
+		if s.Markers {
+			for k := range s.X {
+				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x.px(s.X[k]), py(s.Y[k]), col)
+			}
+		}
+	}
+}
+
+// dashOf is the stroke attribute of a dashed series, or nothing.
+func dashOf(s series) string {
+	if s.Dashed {
+		return ` stroke-dasharray="5,3"`
+	}
+	return ""
 }
 
 func colorOf(s series, i int) string {
