@@ -105,14 +105,23 @@ func TestRedisSlowAndStopped(t *testing.T) {
 	openMax := degradedBatch(t, base, slowID, 10)
 	t.Logf("Redis +2s, cache breaker open: slowest of 10 degraded pages %s", ms(openMax))
 
-	// Latency removed: after its 1 s sleep window the breaker probes, the
-	// read succeeds and the warmed entry is served again.
+	// Latency removed: once a write works again (healthy pages of new
+	// orders), the breaker's next probe reads the warmed entry and it is
+	// served again. Every connection was closed by a timeout, and a probe
+	// has only the cache's 50 ms, too little on a loaded machine to open
+	// one through Toxiproxy and greet Redis (three probes in a row were
+	// seen to fail so); a write has 200 ms, and leaves its connection in
+	// the pool for the probe.
 	if err := proxy.RemoveToxic("redis_latency"); err != nil {
 		t.Fatalf("toxiproxy: remove latency: %v", err)
 	}
 	healed := time.Now()
+	clearFaults(t, simURL)
+	_, healTries := writeNewOrders(t, base, redisAddr, "o-rh")
+	setFault(t, simURL, depLogistics, `{"error_rate":1}`)
 	waitForCacheServed(t, base, slowID)
-	t.Logf("Redis latency removed: logistics served from cache again after %v", time.Since(healed).Round(time.Millisecond))
+	t.Logf("Redis latency removed: writes work after %d new orders, logistics served from cache again after %v",
+		healTries, time.Since(healed).Round(time.Millisecond))
 
 	// Phase 2: Redis stopped (Toxiproxy still accepts, then fails to dial),
 	// with the cache's breaker closed again.
@@ -150,26 +159,8 @@ func TestRedisSlowAndStopped(t *testing.T) {
 	// Toxiproxy in the path (the cause, in the container network or in
 	// go-redis's dial back-off, is not established), so this may take
 	// seconds, not one page.
-	// Each try is a new order: an order's sections are rewritten at most
-	// once every 10 s, so asking the same one again would wait for that
-	// throttle, not for Redis. The write follows the answer, so the check
-	// looks at the previous try's order too.
-	var rewarm string
-	var tried []string
 	rewarmStart := time.Now()
-	eventually(t, 20*time.Second, func() (bool, string) {
-		id := fmt.Sprintf("o-rw%04d", len(tried))
-		tried = append(tried, id)
-		requireHealthy(t, order(t, base, id))
-		for _, id := range tried[max(0, len(tried)-2):] {
-			if keyExists(t, redisAddr, lastGoodKey(depLogistics, id)) {
-				rewarm = id
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("no logistics entry written for the last %d new orders", len(tried))
-	})
-	tries := len(tried)
+	rewarm, tries := writeNewOrders(t, base, redisAddr, "o-rw")
 	rewarmed := time.Since(rewarmStart)
 	setFault(t, simURL, depLogistics, `{"error_rate":1}`)
 	// The cache breaker, open since phase 2, probes after its sleep window
@@ -268,6 +259,31 @@ func waitForCacheServed(t testing.TB, base, id string) {
 	if st := breakerState(t, base, depCache); st != "CLOSED" {
 		t.Errorf("cache breaker %s after a successful read, want CLOSED", st)
 	}
+}
+
+// writeNewOrders asks for new orders (prefix and a number), every section
+// live, until the logistics entry of one is in Redis, and returns that order
+// and how many were asked. Each is a new order because an order's sections
+// are rewritten at most once every 10 s: asking the same one again would
+// wait for that throttle, not for Redis. The write follows the answer, so
+// each check looks at the previous order too.
+func writeNewOrders(t testing.TB, base, redisAddr, prefix string) (string, int) {
+	t.Helper()
+	var written string
+	var tried []string
+	eventually(t, 20*time.Second, func() (bool, string) {
+		id := fmt.Sprintf("%s%04d", prefix, len(tried))
+		tried = append(tried, id)
+		requireHealthy(t, order(t, base, id))
+		for _, id := range tried[max(0, len(tried)-2):] {
+			if keyExists(t, redisAddr, lastGoodKey(depLogistics, id)) {
+				written = id
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no logistics entry written for the last %d new orders", len(tried))
+	})
+	return written, len(tried)
 }
 
 // startedAt is when the container's current run started.
