@@ -14,7 +14,7 @@
 // package, build/redis) and orderagg-toxiproxy:local (Toxiproxy's server
 // compiled from its Go module, github.com/Shopify/toxiproxy/v2, static, FROM
 // scratch; build/toxiproxy). `make test-integration` does both steps, with
-// -race and -v. The whole package takes about a minute on a 2-core machine.
+// -race and -v. The whole package takes 1.5-2 min on a busy 2-core machine.
 //
 // # Images from a registry
 //
