@@ -151,7 +151,7 @@ func TestBreakerOpensWhileDependencyHangs(t *testing.T) {
 	}
 	fast, fastBound := histShort.below(10 * time.Millisecond)
 
-	t.Logf("logistics hung: breaker OPEN after %d timed-out pages (consecutive_failures %d; min_requests %d not reached), %v after the first; sub-budget %v",
+	t.Logf("logistics hung: breaker OPEN after %d timed-out pages (consecutive_failures %d; min_requests %d not reached), %v after the first, one page at a time; sub-budget %v",
 		trip, trip, minRequests, openedIn.Round(time.Millisecond), subBudget)
 	t.Logf("timed-out pages: server mean %s; host P50 %s, max %s", ms(histHung.mean()), ms(percentile(hung, 50)), ms(slices.Max(hung)))
 	t.Logf("short-circuited pages: server mean %s, %v of %v at most %v; host P50 %s, max %s; sections %v",
