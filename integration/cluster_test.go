@@ -16,15 +16,25 @@ import (
 var sectionKeys = []string{"order", "inventory", "coupons", "logistics"}
 
 // redisClusterConfig keeps the inventory breaker closed (neither its window
-// nor its consecutive-failure trip can open it) and its last-good entries
-// for 10 min; see TestRedisClusterSharedCacheAndNodeLoss.
+// nor its consecutive-failure trip can open it), its last-good entries for
+// 10 min, and gives each last-good read 400 ms instead of 50 ms (each
+// fallback_timeout must exceed it); see TestRedisClusterSharedCacheAndNodeLoss.
 const redisClusterConfig = `
 dependencies:
+  cache:
+    timeout: 400ms
+  order:
+    fallback_timeout: 500ms
   inventory:
+    fallback_timeout: 500ms
     cache_max_age: 10m
     breaker:
       min_requests: 100000
       consecutive_failures: 100000
+  coupon:
+    fallback_timeout: 500ms
+  logistics:
+    fallback_timeout: 500ms
 `
 
 // Two service instances share a three-master Redis Cluster (no replicas)
@@ -56,7 +66,12 @@ dependencies:
 // read, reason FAILURE; by default ten failures in a row would open it and
 // the sections would say SHORT_CIRCUITED, TestBreakerOpensWhileDependencyHangs
 // covers that) and its entries live 10 min instead of 60 s, so a slow
-// machine cannot see them expire mid-test.
+// machine cannot see them expire mid-test. Likewise the 50 ms the cache
+// allows a read is not what is tested: B's first read from each master
+// opens a connection, and a loaded machine can take longer than that to
+// dial and greet, turning a cached section into a default. A read of the
+// stopped master still fails, cut at 400 ms (pages stay far inside the
+// deadline), and CLUSTERDOWN is an answer at once.
 //
 // Each phase that reads the cache asks for orders of its own (ids, phase 2;
 // ids4, phase 4; ids5, phase 5), all cached by A in phase 1: an instance

@@ -16,9 +16,24 @@ const simLogisticsAlias = "sim-logistics"
 
 // breakerConfig lets the logistics breaker open after a handful of calls and
 // probe again 1 s later. Logistics is not retried, so each page is one call.
+//
+// The last-good read is the means by which every degraded page shows the
+// cached logistics the test checks, not its subject: it gets 400 ms instead
+// of the cache's 50 ms (and each fallback_timeout, which must exceed it,
+// 500 ms), so that a read this loaded machine delays past 50 ms (seen once
+// in six runs) cannot turn a cached copy into the semantic default.
 const breakerConfig = `
 dependencies:
+  cache:
+    timeout: 400ms
+  order:
+    fallback_timeout: 500ms
+  inventory:
+    fallback_timeout: 500ms
+  coupon:
+    fallback_timeout: 500ms
   logistics:
+    fallback_timeout: 500ms
     breaker:
       min_requests: 4
       error_percent: 50
