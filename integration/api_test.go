@@ -418,6 +418,8 @@ type resilienceEntry struct {
 	Name    string           `json:"name"`
 	Breaker string           `json:"breaker"`
 	Counts  map[string]int64 `json:"counts"`
+	// TimeoutMS is the sub-budget in force.
+	TimeoutMS float64 `json:"timeout_ms"`
 }
 
 // resilience returns each dependency's entry of GET /v1/resilience.

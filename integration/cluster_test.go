@@ -15,24 +15,36 @@ import (
 // sectionKeys are the section names in last-good keys.
 var sectionKeys = []string{"order", "inventory", "coupons", "logistics"}
 
-// redisClusterConfig keeps the inventory breaker closed and its last-good
-// entries for 10 min; see TestRedisClusterSharedCacheAndNodeLoss.
+// redisClusterConfig keeps the inventory breaker closed (neither its window
+// nor its consecutive-failure trip can open it), its last-good entries for
+// 10 min, and gives each last-good read 400 ms instead of 50 ms (each
+// fallback_timeout must exceed it); see TestRedisClusterSharedCacheAndNodeLoss.
 const redisClusterConfig = `
 dependencies:
+  cache:
+    timeout: 400ms
+  order:
+    fallback_timeout: 500ms
   inventory:
+    fallback_timeout: 500ms
     cache_max_age: 10m
     breaker:
       min_requests: 100000
+      consecutive_failures: 100000
+  coupon:
+    fallback_timeout: 500ms
+  logistics:
+    fallback_timeout: 500ms
 `
 
 // Two service instances share a three-master Redis Cluster (no replicas)
 // as their last-good cache, then lose one master.
 //
-//   - Shared state: pages of nine orders asked only through instance A are
+//   - Shared state: pages of 27 orders asked only through instance A are
 //     cached in the cluster, their inventory keys spread over all three
 //     masters (checked node by node with SCAN); with inventory failing,
-//     instance B, which never saw those orders, serves each inventory
-//     section from the cache, with A's data and as_of.
+//     instance B, which never saw nine of those orders, serves each
+//     inventory section from the cache, with A's data and as_of.
 //   - One master stopped, not yet detected: every page from both instances
 //     is 200 within the deadline. With the downstreams healthy every section
 //     is live, the writes to the survivors' slots are stored and those to
@@ -51,8 +63,21 @@ dependencies:
 //
 // The failing inventory service is the means, not the subject: its breaker
 // never opens (so every failed page is a failed call followed by a cache
-// read, reason FAILURE) and its entries live 10 min instead of 60 s, so a
-// slow machine cannot see them expire mid-test.
+// read, reason FAILURE; by default ten failures in a row would open it and
+// the sections would say SHORT_CIRCUITED, TestBreakerOpensWhileDependencyHangs
+// covers that) and its entries live 10 min instead of 60 s, so a slow
+// machine cannot see them expire mid-test. Likewise the 50 ms the cache
+// allows a read is not what is tested: B's first read from each master
+// opens a connection, and a loaded machine can take longer than that to
+// dial and greet, turning a cached section into a default. A read of the
+// stopped master still fails, cut at 400 ms (pages stay far inside the
+// deadline), and CLUSTERDOWN is an answer at once.
+//
+// Each phase that reads the cache asks for orders of its own (ids, phase 2;
+// ids4, phase 4; ids5, phase 5), all cached by A in phase 1: an instance
+// reuses a last-good entry it has read for 2 s (cache.Near), so an order
+// read from the cache in one phase could still be served in the next one,
+// however quickly that one follows, where the cluster no longer has it.
 func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 	requireImages(t, images().Service, images().Redis)
 	testStart := time.Now()
@@ -77,15 +102,19 @@ func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 	}{{"A", baseA}, {"B", baseB}}
 	t.Logf("cluster, sim and two instances up in %v", time.Since(testStart).Round(time.Millisecond))
 
-	// Three orders per master, chosen by the slot of their inventory key.
+	// Three orders per master for each phase that reads the cache, chosen
+	// by the slot of their inventory key.
 	const perNode = 3
 	owner := map[string]*clusterNode{} // order id → master of its inventory key
 	byNode := map[*clusterNode][]string{}
 	ids := spreadIDs(t, nodes, "o-cl", perNode, owner, byNode)
+	ids4 := spreadIDs(t, nodes, "o-c4", perNode, owner, byNode)
+	ids5 := spreadIDs(t, nodes, "o-c5", perNode, owner, byNode)
+	warmedIDs := slices.Concat(ids, ids4, ids5)
 
 	// Phase 1: pages through A only, everything live.
 	live := map[string]answer{}
-	for _, id := range ids {
+	for _, id := range warmedIDs {
 		a := order(t, baseA, id)
 		requireHealthy(t, a)
 		live[id] = a
@@ -110,7 +139,7 @@ func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 		perNodeKeys = append(perNodeKeys, fmt.Sprintf("%s: %d", nd.alias, len(scanKeys(t, nd, lastGoodKey("*", "*")))))
 	}
 	t.Logf("phase 1: %d orders through A, all live; last-good keys per master (all sections) %s; inventory keys %d per master",
-		len(ids), strings.Join(perNodeKeys, ", "), perNode)
+		len(warmedIDs), strings.Join(perNodeKeys, ", "), len(byNode[nodes[0]]))
 
 	// Phase 2: inventory failing; B serves A's answers from the cluster.
 	setFault(t, simURL, depInventory, `{"error_rate":1}`)
@@ -140,7 +169,7 @@ func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 	clearFaults(t, simURL)
 	// The writes so far have settled (A's four sections and B's three live
 	// ones of each order), so that the counts below are phase 3's alone.
-	waitForWrites(t, baseA, len(sectionKeys)*len(ids))
+	waitForWrites(t, baseA, len(sectionKeys)*len(warmedIDs))
 	waitForWrites(t, baseB, (len(sectionKeys)-1)*len(ids))
 	writeErrsBefore, writeOKBefore := map[string]float64{}, map[string]float64{}
 	for _, in := range instances {
@@ -224,7 +253,7 @@ func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 	var fromCache, fellBack int
 	for range 2 {
 		for _, in := range instances {
-			for _, id := range ids {
+			for _, id := range ids4 {
 				a := order(t, in.base, id)
 				if owner[id] == dead {
 					requireInventory(t, a, "fallback")
@@ -274,7 +303,7 @@ func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 		time.Since(restored).Round(time.Millisecond), clusterNodeTimeout)
 	for range 2 {
 		for _, in := range instances {
-			for _, id := range ids {
+			for _, id := range ids5 {
 				a := order(t, in.base, id)
 				requireInventory(t, a, "fallback")
 				requireFallbackShape(t, a, depInventory)

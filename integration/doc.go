@@ -14,7 +14,7 @@
 // package, build/redis) and orderagg-toxiproxy:local (Toxiproxy's server
 // compiled from its Go module, github.com/Shopify/toxiproxy/v2, static, FROM
 // scratch; build/toxiproxy). `make test-integration` does both steps, with
-// -race and -v. The whole package takes about a minute on a 2-core machine.
+// -race and -v. The whole package takes 1.5-2 min on a busy 2-core machine.
 //
 // # Images from a registry
 //
@@ -59,8 +59,15 @@
 //     HALF_OPEN, CLOSED, and the transitions in /metrics.
 //   - TestGracefulShutdownFinishesInFlight: docker stop with pages in flight;
 //     all finish with 200 and the service exits 0.
-//   - TestLoadWhileDependencyHangs: 8 clients for 4 s with logistics hanging:
-//     no answer past the deadline, no goroutine growth in the service.
+//   - TestBreakerOpensWhileDependencyHangs: logistics hanging, pages one at
+//     a time: CLOSED through the first nine timed-out pages, OPEN after the
+//     tenth (the built-in consecutive_failures; the window holds fewer than
+//     min_requests calls), then SHORT_CIRCUITED pages from the cache that
+//     call nothing and finish, by the service's own histogram, below the
+//     sub-budget every timed-out page spent.
+//   - TestLoadWhileDependencyHangs: 8 clients for 4 s with logistics hanging
+//     and its breaker kept closed: no answer past the deadline, no goroutine
+//     growth in the service.
 //   - TestRedisClusterSharedCacheAndNodeLoss: a three-node Redis Cluster from
 //     the local image and two instances sharing it: B serves from the cache
 //     what only A fetched; one master stopped: pages stay live, writes to its

@@ -15,15 +15,18 @@ import (
 
 // loadConfig makes every logistics call wait as long as a page can afford:
 // its sub-budget is raised to 1300 ms (under the 1400 ms the 1500 ms deadline
-// minus the 100 ms reserve leaves), and its breaker never opens, so no call
-// is spared by a short circuit. Each page then leaves at about 1.3 s plus a
-// cache read: close to the deadline, which is the point.
+// minus the 100 ms reserve leaves), and its breaker never opens (neither
+// its window nor its consecutive-timeout trip, which by default would open
+// it after the first ten timeouts: TestBreakerOpensWhileDependencyHangs), so
+// no call is spared by a short circuit. Each page then leaves at about 1.3 s
+// plus a cache read: close to the deadline, which is the point.
 const loadConfig = `
 dependencies:
   logistics:
     timeout: 1300ms
     breaker:
       min_requests: 1000000
+      consecutive_failures: 1000000
 `
 
 const (
