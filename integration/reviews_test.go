@@ -61,8 +61,8 @@ func TestReviewsRegistered(t *testing.T) {
 				t.Errorf("%s did not pass with reviews registered:\n%s", name, out)
 			}
 		}
-		goTest(t, tree, "./internal/registry/", "./internal/orderdetail/", "./internal/downstream/", "./internal/sim/",
-			"./internal/config/", "./internal/dashboard/", "./internal/app/", "./examples/...", "./cmd/...", "./docs/")
+		goTest(t, tree, "./internal/orderdetail/", "./internal/downstream/", "./internal/sim/",
+			"./internal/config/", "./internal/handlers/", "./internal/dashboard/", "./internal/app/", "./examples/...", "./cmd/...", "./docs/")
 		goTest(t, filepath.Join(tree, "deploy", "kubernetes"), "./...")
 	})
 

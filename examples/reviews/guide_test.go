@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/orderagg/orderagg/examples/reviews"
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 const (
@@ -113,7 +113,7 @@ func TestGuideMatchesThePatch(t *testing.T) {
 
 	if _, err := exec.LookPath("git"); err == nil {
 		args := []string{"apply", "--check", "-C1"}
-		if slices.Contains(registry.Names(), reviews.Entry.Name) {
+		if slices.Contains(downstream.Names(), reviews.Entry.Name) {
 			args = append(args, "-R") // a tree it was applied to: it must come off again
 		}
 		cmd := exec.Command("git", append(args, "examples/reviews/"+patchPath)...)

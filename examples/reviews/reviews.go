@@ -11,11 +11,11 @@
 //     default, Unknown (orderdetail.UnknownReviews in the real tree): "we do
 //     not know the reviews", never "there are none";
 //   - internal/downstream: API (downstream.ReviewsAPI), the service's path
-//     and a strict decoder. downstream.NewClient(API, cfg) is the whole HTTP
+//     and strict decoders. downstream.NewClient(API, cfg) is the whole HTTP
 //     client: transport, pool, body cap, headers and error classification
-//     come with it;
-//   - internal/registry: Entry, the one entry of the registry's list, with
-//     its default settings and the reason for each number.
+//     come with it; and Entry, the one entry of the registry's list
+//     (internal/downstream/registry.go), with its default settings and the
+//     reason for each number.
 //
 // Everything else — the --reviews-url flag, ORDERAGG_REVIEWS_URL, the
 // config file's "reviews:" key, the admin API, the guard, /v1/resilience,
@@ -35,7 +35,6 @@ import (
 
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
-	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -174,12 +173,12 @@ func reviewRules(w wireReviews, orderID string) (Reviews, error) {
 	return out, nil
 }
 
-// ---- internal/registry: the entry ----
+// ---- internal/downstream/registry.go: the entry ----
 
 // Entry is the reviews downstream's entry, exactly as it would be appended
-// to the registry's list (internal/registry/registry.go), after logistics:
+// to the registry's list (internal/downstream/registry.go), after logistics:
 // the page shows sections in the list's order.
-var Entry = registry.Downstream{
+var Entry = downstream.Entry{
 	// Reviews decorate the page like coupons, and "unknown" (no list, no
 	// average) is an honest default: a small sub-budget, 250ms. No
 	// bulkhead: internal/config sizes it from --max-inflight like the
@@ -191,5 +190,5 @@ var Entry = registry.Downstream{
 		Timeout: 250 * time.Millisecond,
 	},
 	CacheMaxAge: 10 * time.Minute,
-	New:         registry.SectionOf(API, Unknown),
+	New:         downstream.SectionOf(API, Unknown),
 }

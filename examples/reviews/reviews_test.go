@@ -23,7 +23,6 @@ import (
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/orderdetail"
-	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -129,7 +128,7 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 	settings := reviews.Entry.Defaults
 	settings.Timeout = 100 * time.Millisecond // keep the hang test quick
 
-	// What serve.go's loop over registry.Downstreams() does for the entry.
+	// What serve.go's loop over downstream.Registered() does for the entry.
 	section, closeClient, err := reviews.Entry.Build(downstream.Config{BaseURL: baseURL},
 		guard(t, reviews.Entry.Name, settings), reviews.Entry.CacheMaxAge)
 	if err != nil {
@@ -146,7 +145,7 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 		})
 	agg, err := orderdetail.New(orderdetail.Config{
 		Core:       core,
-		Sections:   []orderdetail.Dependency{section},
+		Sections:   []orderdetail.Downstream{section},
 		Store:      &memStore{m: map[string]orderdetail.CacheEntry{}},
 		CacheGuard: guard(t, config.NameCache, resilience.Config{Timeout: 50 * time.Millisecond}),
 		Reserve:    50 * time.Millisecond,
@@ -437,7 +436,7 @@ func TestEntryFitsTheRegistry(t *testing.T) {
 	if e.Name != reviews.API.Name {
 		t.Fatalf("entry %q, API %q: the client's errors and transport label must name the guard", e.Name, reviews.API.Name)
 	}
-	for _, d := range registry.Downstreams() {
+	for _, d := range downstream.Registered() {
 		if d.Name == e.Name {
 			continue // already registered
 		}
@@ -462,7 +461,7 @@ func TestEntryDefaultsPassConfigRules(t *testing.T) {
 	// Dependencies.Validate(deadline) knows only registered names, and its
 	// rules for a downstream do not depend on which one it is: put the
 	// entry's settings in each downstream's place and validate the whole set.
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		deps := config.DefaultDependencies()
 		deps.Set(name, d)
 		if err := deps.Validate(deadline); err != nil {

@@ -15,22 +15,22 @@ import (
 	"github.com/orderagg/orderagg/examples/reviews"
 	"github.com/orderagg/orderagg/internal/app"
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 // registered returns the registry's reviews entry, skipping the test when
 // there is none: in the shipped tree reviews is only an example. The
 // integration suite's TestReviewsRegistered applies register.patch (the
 // guide's changes) to a copy of the repository and runs this test there.
-func registered(t *testing.T) registry.Downstream {
+func registered(t *testing.T) downstream.Entry {
 	t.Helper()
-	for _, d := range registry.Downstreams() {
+	for _, d := range downstream.Registered() {
 		if d.Name == reviews.Entry.Name {
 			return d
 		}
 	}
 	t.Skip("reviews is not registered; integration's TestReviewsRegistered runs this test with register.patch applied")
-	return registry.Downstream{}
+	return downstream.Entry{}
 }
 
 // The registered entry is the example's: the patch and the package describe
@@ -41,7 +41,7 @@ func TestRegisteredEntryIsTheExample(t *testing.T) {
 		d.Defaults.WithDefaults() != reviews.Entry.Defaults.WithDefaults() {
 		t.Fatalf("registered %+v\nexample    %+v", d, reviews.Entry)
 	}
-	if names := registry.Names(); names[len(names)-1] != "reviews" {
+	if names := downstream.Names(); names[len(names)-1] != "reviews" {
 		t.Errorf("names %v: reviews goes after logistics, last on the page", names)
 	}
 }

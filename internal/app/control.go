@@ -30,7 +30,7 @@ type control struct {
 	// warned about whenever settings are put in force.
 	maxInflight int
 	guards      map[string]*resilience.Guard
-	sections    map[string]orderdetail.Dependency // by config name; not for "cache"
+	downstreams map[string]orderdetail.Downstream // by dependency name; not for "cache"
 	logger      *slog.Logger
 }
 
@@ -137,8 +137,8 @@ func (c *control) applyLocked(name string, d config.Dependency) error {
 	if err := c.guards[name].Reconfigure(d.Config); err != nil {
 		return err
 	}
-	if s, ok := c.sections[name]; ok {
-		s.SetMaxAge(d.CacheMaxAge)
+	if ds, ok := c.downstreams[name]; ok {
+		ds.SetMaxAge(d.CacheMaxAge)
 	}
 	return nil
 }

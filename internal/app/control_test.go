@@ -29,7 +29,7 @@ func newControl(t *testing.T) (*control, *bytes.Buffer) {
 	}
 	var logs bytes.Buffer
 	return &control{deps: deps, deadline: 1500 * time.Millisecond, guards: guards,
-		sections: map[string]orderdetail.Dependency{}, logger: slog.New(slog.NewJSONHandler(&logs, nil))}, &logs
+		downstreams: map[string]orderdetail.Downstream{}, logger: slog.New(slog.NewJSONHandler(&logs, nil))}, &logs
 }
 
 // logsWithMsg returns the log lines with message msg, decoded.

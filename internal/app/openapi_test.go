@@ -29,7 +29,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/orderagg/orderagg/internal/handlers"
-	"github.com/orderagg/orderagg/internal/status"
 )
 
 const specFile = "../../api/openapi.yaml"
@@ -347,7 +346,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		logger := slog.New(slog.DiscardHandler)
 		public := handlers.New(handlers.Options{
 			Deadline: time.Second, MaxInflight: 1, Logger: logger,
-			Report:    func() status.Report { return status.Report{} },
+			Report:    func() handlers.ResilienceReport { return handlers.ResilienceReport{} },
 			Metrics:   http.NotFoundHandler(),
 			Dashboard: http.NotFoundHandler(),
 		})

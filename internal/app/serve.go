@@ -28,10 +28,8 @@ import (
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/orderdetail"
-	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
-	"github.com/orderagg/orderagg/internal/status"
 	"github.com/orderagg/orderagg/internal/telemetry"
 )
 
@@ -97,108 +95,165 @@ func durationString(_ []string, a slog.Attr) slog.Attr {
 // Serve runs the order-detail service until ctx ends, then drains: readiness
 // goes 503, the listeners stop accepting, requests in flight finish (each is
 // bounded by the deadline), and the cache and simulators close.
+//
+// It starts the parts in the order a request meets them from the bottom up
+// — what it is traced and measured with, the downstreams, the last-good
+// store, the guards, the page, the HTTP edge — so that each step has what
+// it needs, and everything is closed in the reverse order.
 func Serve(ctx context.Context, cfg config.Serve, env Env) error {
-	logger := newLogger(env.Stderr, cfg.SlogLevel())
-	var ready atomic.Bool
-	var closers closeStack
-	defer closers.closeAll(logger, cfg.ShutdownTimeout)
+	s := &serving{cfg: cfg, env: env, logger: newLogger(env.Stderr, cfg.SlogLevel())}
+	defer s.closers.closeAll(s.logger, cfg.ShutdownTimeout)
 
-	// Telemetry first, so it is flushed last, after the servers drained.
-	// Telemetry reads the OTEL_* variables from the process environment
-	// (contract §3), as the OpenTelemetry exporters themselves do.
+	if err := s.setupTelemetry(ctx); err != nil {
+		return err
+	}
+	if s.cfg.EmbeddedDownstreams() {
+		if err := s.startSimulators(); err != nil {
+			return err
+		}
+	}
+	if err := s.openCache(ctx); err != nil {
+		return err
+	}
+	if err := s.buildGuards(); err != nil {
+		return err
+	}
+	if err := s.buildPage(); err != nil {
+		return err
+	}
+	if err := s.startServers(); err != nil {
+		return err
+	}
+	s.announceReady()
+	return s.run(ctx)
+}
+
+// serving is a Serve in progress: each step adds its parts, and pushes on
+// closers what must be closed on the way out.
+type serving struct {
+	cfg     config.Serve
+	env     Env
+	logger  *slog.Logger
+	closers closeStack
+	ready   atomic.Bool
+
+	tel     *telemetry.Telemetry
+	sim     *sim.Server // demo mode only
+	simAddr string
+	store   *cache.Store
+	guards  map[string]*resilience.Guard // by dependency name
+	ordered []*resilience.Guard          // in config.Dependencies.Names order
+	page    *orderdetail.Aggregator
+	ctl     *control
+
+	apiAddr, adminAddr string
+}
+
+// setupTelemetry comes first, so it is flushed last, after the servers
+// drained. It reads the OTEL_* variables from the process environment
+// (contract §3), as the OpenTelemetry exporters themselves do.
+func (s *serving) setupTelemetry(ctx context.Context) error {
 	tel, err := telemetry.Setup(ctx, telemetry.Config{
-		ServiceVersion: env.Version,
-		Logger:         logger,
-		SpanExporter:   env.SpanExporter,
+		ServiceVersion: s.env.Version,
+		Logger:         s.logger,
+		SpanExporter:   s.env.SpanExporter,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", config.ErrUsage, err)
 	}
-	closers.push("telemetry", tel.Shutdown)
+	s.tel = tel
+	s.closers.push("telemetry", tel.Shutdown)
+	return nil
+}
 
-	// Downstreams: the real ones, or the simulators in-process.
-	var simSrv *sim.Server
-	simAddr := ""
-	if cfg.EmbeddedDownstreams() {
-		simSrv = sim.New(sim.WithLogger(logger.With("component", "sim")))
-		srv, addr, err := startHTTP("127.0.0.1:0", simSrv, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger.With("server", "sim"))
-		if err != nil {
-			return fmt.Errorf("starting embedded simulators: %w", err)
-		}
-		srv.RegisterOnShutdown(simSrv.Close)
-		closers.push("simulators", srv.Shutdown)
-		simAddr = addr
-		base := "http://" + addr
-		cfg.URLs = config.SameURL(base)
-		logger.Info("embedded demo mode: simulated downstreams in-process",
-			"sim_addr", addr, "inject_fault", injectFault(base), "clear_faults", clearFaults(base))
+// startSimulators serves the simulated downstreams in-process (demo mode)
+// and points every downstream's URL at them.
+func (s *serving) startSimulators() error {
+	s.sim = sim.New(sim.WithLogger(s.logger.With("component", "sim")))
+	srv, addr, err := startHTTP("127.0.0.1:0", s.sim, s.timeouts(), s.logger.With("server", "sim"))
+	if err != nil {
+		return fmt.Errorf("starting embedded simulators: %w", err)
 	}
+	srv.RegisterOnShutdown(s.sim.Close)
+	s.closers.push("simulators", srv.Shutdown)
+	s.simAddr = addr
+	base := "http://" + addr
+	s.cfg.URLs = config.SameURL(base)
+	s.logger.Info("embedded demo mode: simulated downstreams in-process",
+		"sim_addr", addr, "inject_fault", injectFault(base), "clear_faults", clearFaults(base))
+	return nil
+}
 
-	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger)
+// openCache connects the last-good store, traced and measured.
+func (s *serving) openCache(ctx context.Context) error {
+	store, err := cache.Open(ctx, cache.Config{URL: s.cfg.RedisURL}, s.logger)
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
-	closers.push("cache", store.Close)
-	if err := tel.InstrumentRedis(store.Client()); err != nil {
+	s.store = store
+	s.closers.push("cache", store.Close)
+	if err := s.tel.InstrumentRedis(store.Client()); err != nil {
 		return fmt.Errorf("instrumenting redis: %w", err)
 	}
-	if err := tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) }); err != nil {
-		return err
-	}
+	return s.tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) })
+}
 
-	// One guard per dependency, from the one list of settings. An adaptive
-	// sub-budget can use at most what a page leaves a call: the deadline
-	// minus the reserve.
-	guards := map[string]*resilience.Guard{}
-	var ordered []*resilience.Guard
-	listener := tel.Listener(logger)
-	for _, name := range cfg.Dependencies.Names() {
-		d, _ := cfg.Dependencies.Get(name)
-		g, err := resilience.New(name, d.Config, resilience.WithListener(listener), resilience.WithCeiling(cfg.Deadline-cfg.Reserve))
+// buildGuards makes one guard per dependency, from the one list of
+// settings. An adaptive sub-budget can use at most what a page leaves a
+// call: the deadline minus the reserve.
+func (s *serving) buildGuards() error {
+	s.guards = map[string]*resilience.Guard{}
+	listener := s.tel.Listener(s.logger)
+	for _, name := range s.cfg.Dependencies.Names() {
+		d, _ := s.cfg.Dependencies.Get(name)
+		g, err := resilience.New(name, d.Config, resilience.WithListener(listener), resilience.WithCeiling(s.cfg.Deadline-s.cfg.Reserve))
 		if err != nil {
 			return err
 		}
-		guards[name] = g
-		ordered = append(ordered, g)
+		s.guards[name] = g
+		s.ordered = append(s.ordered, g)
 	}
-	if err := tel.ObserveGuards(ordered); err != nil {
-		return err
-	}
+	return s.tel.ObserveGuards(s.ordered)
+}
 
-	// The page's sections, one per registered downstream, in page order.
-	deps := cfg.Dependencies
-	sections := map[string]orderdetail.Dependency{}
-	var core orderdetail.Dependency
-	var rest []orderdetail.Dependency
-	for _, ds := range registry.Downstreams() {
-		d, _ := deps.Get(ds.Name)
-		section, closeClient, err := ds.Build(downstream.Config{
-			BaseURL: cfg.URLs[ds.Name],
+// buildPage makes the order-detail page: one client per registered
+// downstream (internal/downstream's registry), in page order, behind its
+// guard, and the aggregator over them and the last-good store. The control
+// it hands to the admin API and reloads changes them at run time.
+func (s *serving) buildPage() error {
+	deps := s.cfg.Dependencies
+	byName := map[string]orderdetail.Downstream{}
+	var core orderdetail.Downstream
+	var rest []orderdetail.Downstream
+	for _, e := range downstream.Registered() {
+		d, _ := deps.Get(e.Name)
+		ds, closeClient, err := e.Build(downstream.Config{
+			BaseURL: s.cfg.URLs[e.Name],
 			// Twice the bulkhead: room for hedges and for connections
 			// still closing.
 			MaxConns:      2 * d.Bulkhead.MaxConcurrent,
-			WrapTransport: tel.WrapTransport,
-		}, guards[ds.Name], d.CacheMaxAge)
+			WrapTransport: s.tel.WrapTransport,
+		}, s.guards[e.Name], d.CacheMaxAge)
 		if err != nil {
-			return fmt.Errorf("--%s-url: %w", ds.Name, err)
+			return fmt.Errorf("--%s-url: %w", e.Name, err)
 		}
-		closers.push(ds.Name+" client", func(context.Context) error { closeClient(); return nil })
-		sections[ds.Name] = section
-		if ds.Core {
-			core = section
+		s.closers.push(e.Name+" client", func(context.Context) error { closeClient(); return nil })
+		byName[e.Name] = ds
+		if e.Core {
+			core = ds
 		} else {
-			rest = append(rest, section)
+			rest = append(rest, ds)
 		}
 	}
-	agg, err := orderdetail.New(orderdetail.Config{
+	page, err := orderdetail.New(orderdetail.Config{
 		Core:     core,
 		Sections: rest,
 		// Reads reused for a moment: while a breaker is open, every page
 		// of an order needs the same last-good entry (cache.Near).
-		Store:      cache.NewNear(store, cache.NearConfig{Now: env.NearClock}),
-		CacheGuard: guards[config.NameCache],
-		Reserve:    cfg.Reserve,
-		Observer:   tel.Observer(),
+		Store:      cache.NewNear(s.store, cache.NearConfig{Now: s.env.NearClock}),
+		CacheGuard: s.guards[config.NameCache],
+		Reserve:    s.cfg.Reserve,
+		Observer:   s.tel.Observer(),
 		// Popular orders are answered many times a second; one write per
 		// section per order every 10 s keeps Redis load proportional to the
 		// distinct orders, not the traffic (when the embedded server still
@@ -210,88 +265,105 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	if err != nil {
 		return err
 	}
-	ctl := &control{deps: deps, deadline: cfg.Deadline, maxInflight: cfg.MaxInflight, guards: guards, sections: sections, logger: logger}
-	ctl.warnUndersized("")
+	s.page = page
+	s.ctl = &control{deps: deps, deadline: s.cfg.Deadline, maxInflight: s.cfg.MaxInflight,
+		guards: s.guards, downstreams: byName, logger: s.logger}
+	s.ctl.warnUndersized("")
+	return nil
+}
 
-	report := func() status.Report { return status.Build(time.Now(), cfg.Deadline, ordered) }
-	dashOpts := dashboard.Options{Report: report, Logger: logger, MaxStreams: cfg.MaxEventStreams}
-	if simSrv != nil {
-		dashOpts.Faults = simSrv // demo mode: the page can break a dependency
+// startServers starts the HTTP edge: the dashboard, the public API behind
+// admission and, when --admin-addr is set, the admin API.
+func (s *serving) startServers() error {
+	report := func() handlers.ResilienceReport {
+		return handlers.NewResilienceReport(time.Now(), s.cfg.Deadline, s.ordered)
+	}
+	dashOpts := dashboard.Options{Report: report, Logger: s.logger, MaxStreams: s.cfg.MaxEventStreams}
+	if s.sim != nil {
+		dashOpts.Faults = s.sim // demo mode: the page can break a dependency
 	}
 	dash := dashboard.New(dashOpts)
 	dash.Start() // the last minute, for a page opened later
-	closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
+	s.closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
 
-	limiter, err := newLimiter(cfg)
+	limiter, err := newLimiter(s.cfg)
 	if err != nil {
 		return fmt.Errorf("%w: --admission: %w", config.ErrUsage, err)
 	}
-	if err := tel.ObserveAdmission(limiter.Limit, limiter.Inflight); err != nil {
+	if err := s.tel.ObserveAdmission(limiter.Limit, limiter.Inflight); err != nil {
 		return err
 	}
-
 	public := handlers.New(handlers.Options{
-		Pager:       agg,
-		Deadline:    cfg.Deadline,
-		MaxInflight: cfg.MaxInflight,
+		Pager:       s.page,
+		Deadline:    s.cfg.Deadline,
+		MaxInflight: s.cfg.MaxInflight,
 		Limiter:     limiter,
 		Report:      report,
 		Dashboard:   dash,
-		Ready:       ready.Load,
-		Logger:      logger,
-		Metrics:     tel.MetricsHandler(),
-		Record:      tel.RecordRequest,
-		Rejected:    tel.RecordRejected,
-		Middleware:  []echo.MiddlewareFunc{tel.Middleware()},
+		Ready:       s.ready.Load,
+		Logger:      s.logger,
+		Metrics:     s.tel.MetricsHandler(),
+		Record:      s.tel.RecordRequest,
+		Rejected:    s.tel.RecordRejected,
+		Middleware:  []echo.MiddlewareFunc{s.tel.Middleware()},
 	})
-	apiSrv, apiAddr, err := startHTTP(cfg.Addr, public, httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger.With("server", "api"))
+	apiSrv, addr, err := startHTTP(s.cfg.Addr, public, s.timeouts(), s.logger.With("server", "api"))
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	apiSrv.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
-	// Pushed last, so it is shut down first: stop taking requests and
-	// finish those in flight before their dependencies go away.
-	closers.push("api server", apiSrv.Shutdown)
-	if err := tel.ObserveConnections("api", apiSrv.Open); err != nil {
+	// Pushed after everything the API uses, so it is shut down first: stop
+	// taking requests and finish those in flight before their dependencies
+	// go away.
+	s.closers.push("api server", apiSrv.Shutdown)
+	s.apiAddr = addr
+	if err := s.tel.ObserveConnections("api", apiSrv.Open); err != nil {
 		return err
 	}
-
-	adminAddr := ""
-	if cfg.AdminAddr != "" {
-		adminSrv, addr, err := startHTTP(cfg.AdminAddr, handlers.NewAdmin(ctl, cfg.AdminToken, logger), httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout), logger.With("server", "admin"))
-		if err != nil {
-			return fmt.Errorf("--admin-addr: %w", err)
-		}
-		closers.push("admin server", adminSrv.Shutdown)
-		if err := tel.ObserveConnections("admin", adminSrv.Open); err != nil {
-			return err
-		}
-		adminAddr = addr
+	if s.cfg.AdminAddr == "" {
+		return nil
 	}
+	adminSrv, addr, err := startHTTP(s.cfg.AdminAddr, handlers.NewAdmin(s.ctl, s.cfg.AdminToken, s.logger), s.timeouts(), s.logger.With("server", "admin"))
+	if err != nil {
+		return fmt.Errorf("--admin-addr: %w", err)
+	}
+	s.closers.push("admin server", adminSrv.Shutdown)
+	s.adminAddr = addr
+	return s.tel.ObserveConnections("admin", adminSrv.Open)
+}
 
-	ready.Store(true)
-	logger.Info("ready", "addr", apiAddr, "admin_addr", adminAddr, "deadline", cfg.Deadline, "config", cfg)
-	if simAddr != "" {
-		terminal := env.IsTerminal
+func (s *serving) timeouts() timeouts { return httpTimeouts(s.cfg.Deadline, s.cfg.ReadHeaderTimeout) }
+
+// announceReady turns readiness on and says where the service listens: in
+// the log, on a terminal in demo mode, and to env.OnReady.
+func (s *serving) announceReady() {
+	s.ready.Store(true)
+	s.logger.Info("ready", "addr", s.apiAddr, "admin_addr", s.adminAddr, "deadline", s.cfg.Deadline, "config", s.cfg)
+	if s.simAddr != "" {
+		terminal := s.env.IsTerminal
 		if terminal == nil {
 			terminal = isTerminal
 		}
-		if w := env.Stderr; w != nil && terminal(w) {
-			printDemoCommands(w, "http://"+simAddr, "http://"+apiAddr)
+		if w := s.env.Stderr; w != nil && terminal(w) {
+			printDemoCommands(w, "http://"+s.simAddr, "http://"+s.apiAddr)
 		}
 	}
-	if env.OnReady != nil {
-		env.OnReady(Addrs{API: apiAddr, Admin: adminAddr, Sim: simAddr})
+	if s.env.OnReady != nil {
+		s.env.OnReady(Addrs{API: s.apiAddr, Admin: s.adminAddr, Sim: s.simAddr})
 	}
+}
 
+// run serves until ctx ends, reloading the --config file on each request,
+// then turns readiness off; Serve's deferred closers drain the rest.
+func (s *serving) run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			ready.Store(false)
-			logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout.String())
+			s.ready.Store(false)
+			s.logger.Info("shutting down: draining in-flight requests", "timeout", s.cfg.ShutdownTimeout.String())
 			return nil
-		case <-env.Reload:
-			reload(cfg, ctl, logger)
+		case <-s.env.Reload:
+			reload(s.cfg, s.ctl, s.logger)
 		}
 	}
 }

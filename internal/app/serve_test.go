@@ -99,6 +99,10 @@ func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envE
 	select {
 	case s.addrs = <-ready:
 	case err := <-done:
+		// Put it back for stop, which the cleanup calls: it would wait on
+		// the drained channel for ever (a start-up error hung the package
+		// until go test's timeout).
+		done <- err
 		t.Fatalf("Serve ended before ready: %v\n%s", err, s.logs)
 	}
 	return s, reloadChan(reload)

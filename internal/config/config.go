@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/orderagg/orderagg/internal/cache"
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 // Admission modes (--admission).
@@ -218,7 +218,7 @@ func serveFlags(s *Serve) *Flags {
 	if s.URLs == nil {
 		s.URLs = map[string]string{}
 	}
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		f.Func(name+"-url", "URL", "base URL of the "+name+" service; empty: --downstreams-url", func() string { return s.URLs[name] },
 			func(v string) error {
 				if err := CheckURL(v, webSchemes, false); err != nil {
@@ -257,7 +257,7 @@ func simFlags(s *Sim) *Flags {
 func (s *Serve) resolve() error {
 	var errs []error
 	var all, missing []string
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		all = append(all, "--"+name+"-url")
 		if s.URLs[name] == "" {
 			missing = append(missing, flagAndEnv(name+"-url"))
@@ -322,7 +322,7 @@ func (s Serve) EmbeddedDownstreams() bool {
 // `orderagg sim` serves them all.
 func SameURL(base string) map[string]string {
 	out := make(map[string]string)
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		out[name] = base
 	}
 	return out
@@ -363,7 +363,7 @@ func (s Serve) LogValue() slog.Value {
 		token = "REDACTED"
 	}
 	attrs := []slog.Attr{slog.String("addr", s.Addr)}
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		attrs = append(attrs, slog.String(name+"_url", redactURL(s.URLs[name])))
 	}
 	return slog.GroupValue(append(attrs,

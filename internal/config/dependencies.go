@@ -9,7 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -29,7 +29,7 @@ type Dependency struct {
 }
 
 // Dependencies holds the settings of every dependency: each downstream of
-// internal/registry, by its name, and the last-good store's own guard,
+// internal/downstream's registry, by its name, and the last-good store's own guard,
 // "cache". The name is the key used in the --config file, the admin API and
 // /v1/resilience.
 //
@@ -41,13 +41,13 @@ type Dependencies struct {
 }
 
 // NameCache names the guard of the last-good reads made when a downstream
-// fails. The downstreams' names come from internal/registry.
+// fails. The downstreams' names come from internal/downstream's registry.
 const NameCache = "cache"
 
 // Names returns the dependency names in their fixed order: the registered
 // downstreams in page order, then cache. The slice is the caller's to keep.
 func (Dependencies) Names() []string {
-	return append(registry.Names(), NameCache)
+	return append(downstream.Names(), NameCache)
 }
 
 // Get returns the named dependency's settings, and false for an unknown
@@ -93,14 +93,14 @@ func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultM
 // DefaultDependenciesFor returns the built-in settings when admission lets
 // maxInflight pages in at once, every field filled in
 // (resilience.Config.WithDefaults supplies what is not set): each registered
-// downstream's defaults (internal/registry says why each number), and the
+// downstream's defaults (the registry says why each number), and the
 // cache's below. A bulkhead the registry leaves unset is sized by
 // MinBulkhead, so none is smaller than the load admission lets in: a page
 // degrades because a dependency is sick or slow, never because orderagg
 // refused itself a call (see docs/design.md, "Sizing").
 func DefaultDependenciesFor(maxInflight int) Dependencies {
 	var d Dependencies
-	for _, ds := range registry.Downstreams() {
+	for _, ds := range downstream.Registered() {
 		d.Set(ds.Name, dependency(ds.Defaults, ds.CacheMaxAge))
 	}
 	// The last-good reads run inside the reserve, after a downstream has
@@ -114,7 +114,7 @@ func DefaultDependenciesFor(maxInflight int) Dependencies {
 		Breaker: resilience.BreakerConfig{MinRequests: 20},
 	}, 0))
 	explicit := map[string]bool{}
-	for _, ds := range registry.Downstreams() {
+	for _, ds := range downstream.Registered() {
 		explicit[ds.Name] = ds.Defaults.Bulkhead.MaxConcurrent != 0
 	}
 	for _, name := range d.Names() {
@@ -135,7 +135,7 @@ func DefaultDependenciesFor(maxInflight int) Dependencies {
 // hold one cache slot per downstream. 0 for an unknown name.
 func (d Dependencies) SlotsPerPage(name string) int {
 	if name == NameCache {
-		return len(registry.Names())
+		return len(downstream.Names())
 	}
 	dep, ok := d.Get(name)
 	switch {

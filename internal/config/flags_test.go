@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 func TestMain(m *testing.M) {
@@ -347,7 +347,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		table []config.FlagDoc
 		count int
 	}{
-		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 15 + len(registry.Names())}, // one --NAME-url per downstream
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 15 + len(downstream.Names())}, // one --NAME-url per downstream
 		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
 	}
 	for _, tc := range tests {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
-	"github.com/orderagg/orderagg/internal/registry"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -30,7 +30,7 @@ type barrier struct {
 
 func newBarrier(want int) *barrier {
 	b := &barrier{want: want, heard: map[string]int{}, inside: map[string]int{}, full: map[string]chan struct{}{}, release: make(chan struct{})}
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		b.full[name] = make(chan struct{})
 	}
 	return b
@@ -109,9 +109,9 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 		}
 		return g
 	}
-	var core orderdetail.Dependency
-	var rest []orderdetail.Dependency
-	for _, ds := range registry.Downstreams() {
+	var core orderdetail.Downstream
+	var rest []orderdetail.Downstream
+	for _, ds := range downstream.Registered() {
 		name := ds.Name
 		if ds.Core {
 			core = orderdetail.NewCore(guard(name), ds.CacheMaxAge, func(ctx context.Context, id string) (orderdetail.Order, error) {
@@ -151,7 +151,7 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 			results[i] = result{p, err}
 		})
 	}
-	for _, name := range registry.Names() {
+	for _, name := range downstream.Names() {
 		<-b.full[name]
 	}
 	// Every admitted page is now calling every downstream (or was refused).

@@ -18,9 +18,9 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
-	"github.com/orderagg/orderagg/internal/status"
 )
 
 // screenshotEnv, set to a file name (absolute, or relative to this
@@ -216,7 +216,9 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	}
 	faults := newFakeFaults()
 	d := New(Options{
-		Report:   func() status.Report { return status.Build(time.Now(), 1500*time.Millisecond, ordered) },
+		Report: func() handlers.ResilienceReport {
+			return handlers.NewResilienceReport(time.Now(), 1500*time.Millisecond, ordered)
+		},
 		Faults:   faults,
 		Interval: 250 * time.Millisecond,
 	})
@@ -430,8 +432,8 @@ func clippedLabels(t *testing.T, ctx context.Context) []string {
 // firstLoadReport is a report at now of five dependencies with counts wide
 // enough to need room (fallback_success in the tens of thousands); coupon
 // has a recommended timeout, the others have too few successes (0).
-func firstLoadReport(now time.Time, step int64) status.Report {
-	r := status.Report{GeneratedAt: now, DeadlineMS: 1500}
+func firstLoadReport(now time.Time, step int64) handlers.ResilienceReport {
+	r := handlers.ResilienceReport{GeneratedAt: now, DeadlineMS: 1500}
 	for i, p := range profiles {
 		n := 1000*int64(i+1) + step
 		// Every kind the guards count (a kind missing here could hide a
@@ -440,12 +442,12 @@ func firstLoadReport(now time.Time, step int64) status.Report {
 		for _, kind := range eventKinds {
 			counts[kind] = 10000 + n
 		}
-		d := status.Dependency{
+		d := handlers.GuardReport{
 			Name: p.name, Breaker: "CLOSED",
 			Counts:       counts,
 			ErrorPercent: 9.1,
-			LatencyMS:    status.Latency{P50: 10, P90: 20, P99: 30, P999: 40, Count: n},
-			Bulkhead:     status.Bulkhead{Capacity: 10},
+			LatencyMS:    handlers.GuardLatency{P50: 10, P90: 20, P99: 30, P999: 40, Count: n},
+			Bulkhead:     handlers.GuardBulkhead{Capacity: 10},
 			TimeoutMS:    float64(p.timeout.Milliseconds()),
 			WindowMS:     10000,
 			Warnings:     []string{},
@@ -472,7 +474,7 @@ func TestBrowserFirstLoadExplainsItself(t *testing.T) {
 	chromium := findChromium(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	d := New(Options{
-		Report:   func() status.Report { return firstLoadReport(now, 60) },
+		Report:   func() handlers.ResilienceReport { return firstLoadReport(now, 60) },
 		Interval: time.Hour, // only the first report: what a page shows on load
 	})
 	for i := range HistorySize {

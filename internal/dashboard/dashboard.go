@@ -14,8 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/jsonhttp"
-	"github.com/orderagg/orderagg/internal/status"
+	"github.com/orderagg/orderagg/internal/handlers"
 )
 
 // DefaultInterval is how often a stream sends a report when Options.Interval
@@ -32,7 +31,7 @@ const DefaultMaxStreams = 100
 type Options struct {
 	// Report builds the /v1/resilience document; it is called once per
 	// stream per Interval, so it must be cheap and safe for concurrent use.
-	Report func() status.Report
+	Report func() handlers.ResilienceReport
 	// Faults turns on demo mode: fault controls on the page and the
 	// /dashboard/faults routes. nil (the default) means neither exists.
 	Faults FaultController
@@ -60,7 +59,7 @@ type Options struct {
 // Dashboard serves the page, its event stream and, in demo mode, the fault
 // controls. Build it with New; it is safe for concurrent use.
 type Dashboard struct {
-	report   func() status.Report
+	report   func() handlers.ResilienceReport
 	faults   FaultController
 	interval time.Duration
 	log      *slog.Logger
@@ -259,10 +258,10 @@ func allowMethods(w http.ResponseWriter, r *http.Request, methods ...string) boo
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
-	jsonhttp.Error(w, status, code, msg)
+	handlers.WriteError(w, status, code, msg)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
-	jsonhttp.Write(w, status, v)
+	handlers.WriteJSON(w, status, v)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orderagg/orderagg/internal/status"
+	"github.com/orderagg/orderagg/internal/handlers"
 )
 
 func TestPage(t *testing.T) {
@@ -111,11 +111,11 @@ func TestNewNeedsReport(t *testing.T) {
 	New(Options{})
 }
 
-// The page reads status.Report's JSON; a renamed field would blank part of
+// The page reads handlers.ResilienceReport's JSON; a renamed field would blank part of
 // a tile without any Go test noticing. Every field name of the document must
 // appear in the page, except the percentiles it deliberately leaves out.
 func TestPageReadsEveryReportField(t *testing.T) {
-	b, err := json.Marshal(status.Report{Dependencies: []status.Dependency{{}}})
+	b, err := json.Marshal(handlers.ResilienceReport{Dependencies: []handlers.GuardReport{{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

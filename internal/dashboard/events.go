@@ -100,7 +100,7 @@ func (d *Dashboard) pushReports(ctx context.Context, s *stream) {
 	}
 	// The first report carries the last minute, so the page's charts start
 	// full instead of as empty boxes.
-	var report any = withHistory{Report: d.report(), History: d.history.samples()}
+	var report any = withHistory{ResilienceReport: d.report(), History: d.history.samples()}
 	for {
 		if err := s.event("report", report); err != nil {
 			return

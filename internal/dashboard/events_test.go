@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/sim"
-	"github.com/orderagg/orderagg/internal/status"
 )
 
 // newServer serves d over real HTTP (streams need flushing and a client
@@ -27,9 +27,9 @@ func newServer(t *testing.T, d *Dashboard) *httptest.Server {
 	return srv
 }
 
-func reportOf(t *testing.T, ev sse) status.Report {
+func reportOf(t *testing.T, ev sse) handlers.ResilienceReport {
 	t.Helper()
-	var r status.Report
+	var r handlers.ResilienceReport
 	if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
 		t.Fatalf("report %q: %v", ev.data, err)
 	}

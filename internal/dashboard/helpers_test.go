@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"io"
 	"log/slog"
 	"maps"
@@ -17,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/sim"
-	"github.com/orderagg/orderagg/internal/status"
 )
 
 // fakeFaults is a FaultController that records what it was told, with the
@@ -90,17 +89,17 @@ func (f *fakeFaults) calls() (sets, resets int) {
 
 // countingReport returns reports whose DeadlineMS counts the calls, so a
 // test can tell one report from the next.
-func countingReport() func() status.Report {
+func countingReport() func() handlers.ResilienceReport {
 	var mu sync.Mutex
 	n := int64(0)
-	return func() status.Report {
+	return func() handlers.ResilienceReport {
 		mu.Lock()
 		defer mu.Unlock()
 		n++
-		return status.Report{
+		return handlers.ResilienceReport{
 			GeneratedAt: time.Unix(1_700_000_000, 0).UTC(),
 			DeadlineMS:  n,
-			Dependencies: []status.Dependency{{
+			Dependencies: []handlers.GuardReport{{
 				Name: "logistics", Breaker: "CLOSED", Counts: map[string]int64{"success": n},
 				Warnings: []string{},
 			}},
@@ -166,7 +165,7 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder, status int) string {
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type %q, want application/json", ct)
 	}
-	var b jsonhttp.ErrorBody
+	var b handlers.ErrorBody
 	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil || b.Error.Code == "" || b.Error.Message == "" {
 		t.Fatalf("body %q is not a JSON error (%v)", w.Body, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/status"
+	"github.com/orderagg/orderagg/internal/handlers"
 )
 
 // HistorySize is how many samples the dashboard keeps, one a
@@ -18,7 +18,7 @@ const HistoryInterval = time.Second
 // withHistory is the first report of a stream: the report, plus the samples
 // of the last minute, oldest first, for the page's charts.
 type withHistory struct {
-	status.Report
+	handlers.ResilienceReport
 	History []sample `json:"history"`
 }
 
@@ -46,7 +46,7 @@ type history struct {
 	n    int // samples held, at most HistorySize
 }
 
-func (h *history) add(r status.Report) {
+func (h *history) add(r handlers.ResilienceReport) {
 	s := sample{At: r.GeneratedAt, Dependencies: make([]sampleDep, 0, len(r.Dependencies))}
 	for _, d := range r.Dependencies {
 		counts := maps.Clone(d.Counts)

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/status"
+	"github.com/orderagg/orderagg/internal/handlers"
 )
 
 // reportAt is a one-dependency report generated at t whose success count
 // is n, so a sample can be told from the next.
-func reportAt(t time.Time, n int64) status.Report {
-	return status.Report{GeneratedAt: t, DeadlineMS: 1500, Dependencies: []status.Dependency{{
+func reportAt(t time.Time, n int64) handlers.ResilienceReport {
+	return handlers.ResilienceReport{GeneratedAt: t, DeadlineMS: 1500, Dependencies: []handlers.GuardReport{{
 		Name: "logistics", Breaker: "CLOSED", Counts: map[string]int64{"success": n, "failure": 0}, ErrorPercent: 1.5, WindowMS: 10000,
 	}}}
 }

@@ -1,9 +1,11 @@
-// Package downstream holds the HTTP client of orderagg's downstream
-// services. A service is an API value — its name, the path of an order's
-// answer and a strict decoder — and Client[T] calls it; OrderAPI,
-// InventoryAPI, CouponAPI and LogisticsAPI are the page's four, registered in
-// internal/registry. The wire API they speak is documented in internal/sim,
-// whose simulator they are tested against.
+// Package downstream holds orderagg's downstream services: the registry of
+// the page's downstreams (registry.go, the one place a downstream is
+// registered) and their HTTP client. A service is an API value — its name,
+// the path of an order's answer and strict decoders — and Client[T] calls
+// it; OrderAPI, InventoryAPI, CouponAPI and LogisticsAPI are the page's
+// four, and an Entry of the registry turns each into the
+// orderdetail.Downstream the page calls. The wire API they speak is
+// documented in internal/sim, whose simulator they are tested against.
 //
 // # Isolation
 //

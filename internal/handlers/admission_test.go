@@ -108,7 +108,7 @@ func serve(t *testing.T, h http.Handler, ctx context.Context, path string) *http
 
 func errCode(t *testing.T, rec *httptest.ResponseRecorder) string {
 	t.Helper()
-	var body errorBody
+	var body ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		t.Fatalf("error body %q: %v", rec.Body.String(), err)
 	}

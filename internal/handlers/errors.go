@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -36,11 +37,34 @@ type APIError struct {
 
 func (e *APIError) Error() string { return e.Code + ": " + e.Message }
 
-type errorBody struct {
+// ErrorBody is the contract's error document,
+// {"error":{"code":…,"message":…}}.
+type ErrorBody struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	} `json:"error"`
+}
+
+// WriteError answers with status and the contract's JSON error: the
+// ErrorHandler of the plain net/http handlers served beside the echo routes
+// (the dashboard).
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	WriteJSON(w, status, b)
+}
+
+// WriteJSON answers with status and v as JSON; a value that cannot be
+// encoded becomes a 500 error document instead, never half a body.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"`+CodeInternal+`","message":"encoding failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // ErrorHandler renders every error as the contract's JSON — the one place
@@ -59,7 +83,7 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		if apiErr.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}
-		var body errorBody
+		var body ErrorBody
 		body.Error.Code, body.Error.Message = apiErr.Code, apiErr.Message
 		if c.Request().Method == http.MethodHead {
 			err = c.NoContent(apiErr.Status)

@@ -16,7 +16,6 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/orderagg/orderagg/internal/admission"
-	"github.com/orderagg/orderagg/internal/status"
 )
 
 // MaxURLBytes is the longest request URI served; longer ones get 414.
@@ -34,7 +33,7 @@ type Options struct {
 	// gets the immediate 503 OVERLOADED with Retry-After either way.
 	Limiter admission.Limiter
 	// Report builds the /v1/resilience document.
-	Report func() status.Report
+	Report func() ResilienceReport
 	// Metrics serves /metrics; Dashboard serves /dashboard and below.
 	Metrics   http.Handler
 	Dashboard http.Handler

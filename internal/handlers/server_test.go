@@ -17,7 +17,6 @@ import (
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
 	"github.com/orderagg/orderagg/internal/resilience"
-	"github.com/orderagg/orderagg/internal/status"
 )
 
 // logCapture is a slog.Handler that keeps every record.
@@ -178,7 +177,7 @@ func TestHEADOnEveryGETRoute(t *testing.T) {
 	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "m 1\n") })
 	e := New(Options{Pager: pagerFunc(okPage), Deadline: time.Second, MaxInflight: 10, Logger: slog.New(slog.DiscardHandler),
-		Report: func() status.Report { return status.Report{} }, Metrics: metrics, Dashboard: dash, Ready: func() bool { return true }})
+		Report: func() ResilienceReport { return ResilienceReport{} }, Metrics: metrics, Dashboard: dash, Ready: func() bool { return true }})
 
 	routes := map[string][]string{}
 	for _, r := range e.Routes() {

@@ -37,8 +37,8 @@ type Observer interface {
 // Config wires an Aggregator.
 type Config struct {
 	// Core is the order (see NewCore); Sections are the degradable others.
-	Core     Dependency
-	Sections []Dependency
+	Core     Downstream
+	Sections []Downstream
 	// Store holds last-good answers; CacheGuard protects reads from it so a
 	// sick store costs ~nothing once its breaker is open.
 	Store      LastGood
@@ -56,14 +56,14 @@ type Config struct {
 
 // Aggregator builds order-detail pages. It is safe for concurrent use.
 type Aggregator struct {
-	deps       []Dependency // core first
-	store      LastGood
-	cacheGuard *resilience.Guard
-	reserve    time.Duration
-	now        func() time.Time
-	obs        Observer
-	throttle   *writeThrottle
-	gate       coreGate
+	downstreams []Downstream // core first
+	store       LastGood
+	cacheGuard  *resilience.Guard
+	reserve     time.Duration
+	now         func() time.Time
+	obs         Observer
+	throttle    *writeThrottle
+	gate        coreGate
 }
 
 // New builds an Aggregator.
@@ -85,22 +85,19 @@ func New(cfg Config) (*Aggregator, error) {
 		seen[d.name] = true
 	}
 	a := &Aggregator{
-		deps:       append([]Dependency{cfg.Core}, cfg.Sections...),
-		store:      cfg.Store,
-		cacheGuard: cfg.CacheGuard,
-		reserve:    cfg.Reserve,
-		now:        cfg.Now,
-		obs:        cfg.Observer,
-		throttle:   newWriteThrottle(cfg.RewriteInterval),
+		downstreams: append([]Downstream{cfg.Core}, cfg.Sections...),
+		store:       cfg.Store,
+		cacheGuard:  cfg.CacheGuard,
+		reserve:     cfg.Reserve,
+		now:         cfg.Now,
+		obs:         cfg.Observer,
+		throttle:    newWriteThrottle(cfg.RewriteInterval),
 	}
 	if a.now == nil {
 		a.now = time.Now
 	}
 	return a, nil
 }
-
-// Dependencies lists the registered dependencies, the core first.
-func (a *Aggregator) Dependencies() []Dependency { return a.deps }
 
 // Get assembles the page for orderID under ctx's deadline.
 //
@@ -124,19 +121,19 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 		defer cancel()
 	}
 
-	sections := make([]Section, len(a.deps))
-	liveAt := make([]time.Time, len(a.deps))
+	sections := make([]Section, len(a.downstreams))
+	liveAt := make([]time.Time, len(a.downstreams))
 	var wg sync.WaitGroup
 	callOthers := func() {
-		for i := 1; i < len(a.deps); i++ {
-			wg.Go(func() { sections[i], liveAt[i] = a.resolve(work, pageCtx, a.deps[i], orderID) })
+		for i := 1; i < len(a.downstreams); i++ {
+			wg.Go(func() { sections[i], liveAt[i] = a.resolve(work, pageCtx, a.downstreams[i], orderID) })
 		}
 	}
 	coreFirst := a.gate.coreFirst()
 	if !coreFirst {
 		callOthers() // the usual case: a slow order overlaps the others
 	}
-	sections[0], liveAt[0] = a.resolve(work, pageCtx, a.deps[0], orderID)
+	sections[0], liveAt[0] = a.resolve(work, pageCtx, a.downstreams[0], orderID)
 	a.gate.settle(sections[0].Err)
 
 	core := sections[0]
@@ -158,7 +155,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	for i := range sections {
 		s := &sections[i]
 		if s.Body == nil {
-			s.Body = a.deps[i].fallback(order)
+			s.Body = a.downstreams[i].fallback(order)
 		}
 		page.Degraded = page.Degraded || s.Degraded
 	}
@@ -169,7 +166,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 // resolve fetches one section live, or else its last good answer. A section
 // with neither comes back with a nil Body (and, for the core, ends the
 // request); Get fills in the semantic default once the order is known.
-func (a *Aggregator) resolve(work, pageCtx context.Context, d Dependency, orderID string) (Section, time.Time) {
+func (a *Aggregator) resolve(work, pageCtx context.Context, d Downstream, orderID string) (Section, time.Time) {
 	s := Section{Name: d.name, BodyKey: d.bodyKey}
 	v, err := resilience.Do(work, d.guard, func(ctx context.Context) (any, error) { return d.fetch(ctx, orderID) })
 	if err == nil {
@@ -201,7 +198,7 @@ var errNoLastGood = errors.New("no last-good answer")
 // lastGood reads d's last good answer through the cache guard and checks
 // its age, then its content with d's decoder: a cached answer is served only
 // if a live one like it would have been.
-func (a *Aggregator) lastGood(ctx context.Context, d Dependency, orderID string) (cachedSection, error) {
+func (a *Aggregator) lastGood(ctx context.Context, d Downstream, orderID string) (cachedSection, error) {
 	type read struct {
 		e       CacheEntry
 		corrupt bool
@@ -257,6 +254,6 @@ func (a *Aggregator) remember(ctx context.Context, orderID string, sections []Se
 		if err != nil {
 			continue // our own types always marshal; nothing to remember otherwise
 		}
-		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.deps[i].MaxAge())
+		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.downstreams[i].MaxAge())
 	}
 }

@@ -143,7 +143,7 @@ func newRig(t *testing.T, cfgs map[string]resilience.Config, opts ...resilience.
 	}
 	agg, err := New(Config{
 		Core: NewCore(guard("order"), 24*time.Hour, r.f.GetOrder),
-		Sections: []Dependency{
+		Sections: []Downstream{
 			NewSection("inventory", guard("inventory"), time.Minute, r.f.GetInventory, UnknownInventory),
 			NewSection("coupons", guard("coupon"), 5*time.Minute, r.f.GetCoupons, NoCoupons),
 			NewSection("logistics", guard("logistics"), 30*time.Minute, r.f.GetLogistics, UnknownLogistics),
@@ -260,7 +260,7 @@ func TestReasons(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, map[string]resilience.Config{"coupon": tc.cfg})
-			g := r.agg.deps[2].Guard()
+			g := r.agg.downstreams[2].Guard()
 			if tc.prep != nil {
 				tc.prep(g)
 			}

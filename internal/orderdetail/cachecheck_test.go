@@ -70,7 +70,7 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 		}
 		agg, err := New(Config{
 			Core: NewCore(g("order"), time.Hour, f.GetOrder),
-			Sections: []Dependency{
+			Sections: []Downstream{
 				NewSection("inventory", g("inventory"), time.Hour, f.GetInventory, UnknownInventory),
 				NewSection("coupons", g("coupon"), time.Hour, f.GetCoupons, NoCoupons, checkCoupons),
 				NewSection("logistics", g("logistics"), time.Hour, f.GetLogistics, UnknownLogistics),

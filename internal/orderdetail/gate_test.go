@@ -42,7 +42,7 @@ func (c *manualClock) NewTimer(d time.Duration) resilience.Timer {
 func TestNoFanOutForARefusedPage(t *testing.T) {
 	clk := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	r := newRig(t, nil, resilience.WithClock(clk))
-	orderGuard := r.agg.deps[0].Guard()
+	orderGuard := r.agg.downstreams[0].Guard()
 	trips := orderGuard.Config().Breaker.ConsecutiveFailures
 	r.f.order = broken
 
@@ -108,7 +108,7 @@ func TestCachedOrderWhileRefused(t *testing.T) {
 	if _, err := r.get(t, time.Second); err != nil { // remembers every section
 		t.Fatal(err)
 	}
-	r.agg.deps[0].Guard().ForceBreaker(resilience.ForceOpen)
+	r.agg.downstreams[0].Guard().ForceBreaker(resilience.ForceOpen)
 	for i := range 3 { // the first teaches the gate, the others go through it
 		others := r.f.otherCalls.Load()
 		p, err := r.get(t, time.Second)

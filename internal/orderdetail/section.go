@@ -63,11 +63,12 @@ type Section struct {
 	Err error
 }
 
-// Dependency is one downstream section of the page, described once: its
-// name (the JSON key), its guard, how to fetch it, how old a last-good
-// answer may be, and its semantic default. Build one with NewSection or
-// NewCore; the aggregation treats them all alike.
-type Dependency struct {
+// Downstream is one downstream as the page calls it, described once: its
+// section's name (the JSON key), its guard, how to fetch it, how old a
+// last-good answer may be, and its semantic default. Build one with
+// NewSection or NewCore (internal/downstream's registry does, from each
+// entry); the aggregation treats them all alike.
+type Downstream struct {
 	name    string
 	core    bool
 	bodyKey string
@@ -81,18 +82,18 @@ type Dependency struct {
 	fallback func(Order) any
 }
 
-// Name is the dependency's name and JSON key.
-func (d Dependency) Name() string { return d.name }
+// Name is the section's name and JSON key.
+func (d Downstream) Name() string { return d.name }
 
-// Guard is the dependency's resilience guard.
-func (d Dependency) Guard() *resilience.Guard { return d.guard }
+// Guard is the downstream's resilience guard.
+func (d Downstream) Guard() *resilience.Guard { return d.guard }
 
-// MaxAge is how old a last-good answer of this dependency may be served.
-func (d Dependency) MaxAge() time.Duration { return time.Duration(d.maxAge.Load()) }
+// MaxAge is how old a last-good answer of this downstream may be served.
+func (d Downstream) MaxAge() time.Duration { return time.Duration(d.maxAge.Load()) }
 
 // SetMaxAge changes MaxAge at run time (admin API, config reload); it
 // applies to every copy of d.
-func (d Dependency) SetMaxAge(age time.Duration) { d.maxAge.Store(int64(age)) }
+func (d Downstream) SetMaxAge(age time.Duration) { d.maxAge.Store(int64(age)) }
 
 func newMaxAge(d time.Duration) *atomic.Int64 {
 	a := new(atomic.Int64)
@@ -100,14 +101,14 @@ func newMaxAge(d time.Duration) *atomic.Int64 {
 	return a
 }
 
-// Option configures a dependency whose answer is a T.
+// Option configures a downstream whose answer is a T.
 type Option[T any] func(*options[T])
 
 type options[T any] struct {
 	decode func(payload []byte, orderID string) (T, error)
 }
 
-// CacheDecoder makes the dependency read its last-good payloads (T as JSON,
+// CacheDecoder makes the downstream read its last-good payloads (T as JSON,
 // as the aggregation writes them) with decode, which must check them as
 // strictly as a live answer: what the store holds is served as the
 // dependency's answer, and the store is outside the process. A payload
@@ -125,11 +126,11 @@ func decoderOf[T any](opts []Option[T], plain func(payload []byte, orderID strin
 	return func(payload []byte, orderID string) (any, error) { return o.decode(payload, orderID) }
 }
 
-// NewSection describes a degradable dependency whose answer is a T. fallback
+// NewSection describes a degradable downstream whose answer is a T. fallback
 // must state "unknown" in the section's own terms — never a made-up fact.
 func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duration,
-	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T, opts ...Option[T]) Dependency {
-	return Dependency{
+	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T, opts ...Option[T]) Downstream {
+	return Downstream{
 		name:     name,
 		guard:    guard,
 		maxAge:   newMaxAge(maxAge),
@@ -142,8 +143,8 @@ func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duratio
 // NewCore describes the order: the section without which there is no page.
 // fetch is called with the order id alone, like every section's; a 404 must
 // wrap ErrNotFound.
-func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error), opts ...Option[Order]) Dependency {
-	return Dependency{
+func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error), opts ...Option[Order]) Downstream {
+	return Downstream{
 		name:    "order",
 		core:    true,
 		bodyKey: "data",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -378,8 +377,29 @@ func (s *Server) handleUnknown(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "NOT_FOUND", "no such path: "+r.URL.Path)
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	jsonhttp.Error(w, status, code, msg)
+// errorBody is the simulated services' error document (see the package
+// doc), which internal/downstream's client reads.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) { jsonhttp.Write(w, status, v) }
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+// writeJSON writes v with status; a value that cannot be encoded becomes a
+// 500 error document instead.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL","message":"encoding failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

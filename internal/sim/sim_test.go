@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/orderagg/orderagg/internal/jsonhttp"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -88,7 +87,7 @@ func errorCode(t *testing.T, w *httptest.ResponseRecorder) string {
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type = %q, want application/json", ct)
 	}
-	var b jsonhttp.ErrorBody
+	var b errorBody
 	if err := json.Unmarshal(w.Body.Bytes(), &b); err != nil {
 		t.Fatalf("error body %q: %v", w.Body, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 // Sections are the page's section keys (contract §2), in page order: the
@@ -16,7 +16,7 @@ import (
 // here.
 var Sections = func() []string {
 	var out []string
-	for _, d := range registry.Downstreams() {
+	for _, d := range downstream.Registered() {
 		out = append(out, d.Section)
 	}
 	return out

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/registry"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 func TestHistogramBucketsCoverEveryValue(t *testing.T) {
@@ -306,7 +306,7 @@ func TestSummaryJSONHasTheRunSettings(t *testing.T) {
 // is not the contract's shape is a bad body.
 func TestParsePage(t *testing.T) {
 	var want []string
-	for _, d := range registry.Downstreams() {
+	for _, d := range downstream.Registered() {
 		want = append(want, d.Section)
 	}
 	if !slices.Equal(Sections, want) || !slices.Contains(Sections, "coupons") {

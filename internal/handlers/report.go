@@ -1,6 +1,8 @@
-// Package status renders the resilience guards' state as the JSON document
-// of GET /v1/resilience (contract §2), which the dashboard streams too.
-package status
+package handlers
+
+// The resilience guards' state as the JSON document of GET /v1/resilience
+// (contract §2), which the dashboard streams too: it lives here, with the
+// contract's other documents, and the dashboard imports it.
 
 import (
 	"time"
@@ -8,15 +10,16 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Report is the /v1/resilience document.
-type Report struct {
-	GeneratedAt  time.Time    `json:"generated_at"`
-	DeadlineMS   int64        `json:"deadline_ms"`
-	Dependencies []Dependency `json:"dependencies"`
+// ResilienceReport is the /v1/resilience document.
+type ResilienceReport struct {
+	GeneratedAt  time.Time     `json:"generated_at"`
+	DeadlineMS   int64         `json:"deadline_ms"`
+	Dependencies []GuardReport `json:"dependencies"`
 }
 
-// Dependency is one guard's state.
-type Dependency struct {
+// GuardReport is one dependency's guard state (a resilience.Snapshot) in
+// the contract's units.
+type GuardReport struct {
 	Name string `json:"name"`
 	// Breaker is CLOSED, OPEN, HALF_OPEN, FORCED_OPEN or FORCED_CLOSED.
 	Breaker string `json:"breaker"`
@@ -24,8 +27,8 @@ type Dependency struct {
 	Counts       map[string]int64 `json:"counts"`
 	ErrorPercent float64          `json:"error_percent"`
 	// LatencyMS covers every attempt that reached the dependency.
-	LatencyMS Latency  `json:"latency_ms"`
-	Bulkhead  Bulkhead `json:"bulkhead"`
+	LatencyMS GuardLatency  `json:"latency_ms"`
+	Bulkhead  GuardBulkhead `json:"bulkhead"`
 	// TimeoutMS is the sub-budget in force; with TimeoutMode "auto" the
 	// value learnt so far, between TimeoutMinMS and TimeoutMaxMS (null when
 	// "fixed").
@@ -40,8 +43,9 @@ type Dependency struct {
 	Warnings             []string `json:"warnings"`
 }
 
-// Latency percentiles in milliseconds over the rolling window.
-type Latency struct {
+// GuardLatency is a guard's latency percentiles in milliseconds over the
+// rolling window.
+type GuardLatency struct {
 	P50   float64 `json:"p50"`
 	P90   float64 `json:"p90"`
 	P99   float64 `json:"p99"`
@@ -49,16 +53,17 @@ type Latency struct {
 	Count int64   `json:"count"`
 }
 
-// Bulkhead use at the instant of the report.
-type Bulkhead struct {
+// GuardBulkhead is a guard's bulkhead use at the instant of the report.
+type GuardBulkhead struct {
 	InUse    int64 `json:"in_use"`
 	Capacity int64 `json:"capacity"`
 	Queued   int64 `json:"queued"`
 }
 
-// Build reads every guard. deadline is the whole request's budget.
-func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Report {
-	r := Report{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: make([]Dependency, 0, len(guards))}
+// NewResilienceReport reads every guard. deadline is the whole request's
+// budget.
+func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resilience.Guard) ResilienceReport {
+	r := ResilienceReport{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: make([]GuardReport, 0, len(guards))}
 	for _, g := range guards {
 		s := g.Snapshot(deadline)
 		warnings := s.Warnings
@@ -69,16 +74,16 @@ func Build(now time.Time, deadline time.Duration, guards []*resilience.Guard) Re
 		if s.AutoTimeout {
 			mode, lo, hi = "auto", ptr(ms(s.TimeoutMin)), ptr(ms(s.TimeoutMax))
 		}
-		r.Dependencies = append(r.Dependencies, Dependency{
+		r.Dependencies = append(r.Dependencies, GuardReport{
 			Name:         s.Name,
 			Breaker:      s.Breaker.String(),
 			Counts:       s.Counts,
 			ErrorPercent: s.ErrorPercent,
-			LatencyMS: Latency{
+			LatencyMS: GuardLatency{
 				P50: ms(s.Latency.P50), P90: ms(s.Latency.P90), P99: ms(s.Latency.P99), P999: ms(s.Latency.P999),
 				Count: s.Latency.Count,
 			},
-			Bulkhead:             Bulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
+			Bulkhead:             GuardBulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
 			TimeoutMS:            ms(s.Timeout),
 			TimeoutMode:          mode,
 			TimeoutMinMS:         lo,

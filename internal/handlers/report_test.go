@@ -1,4 +1,4 @@
-package status
+package handlers
 
 import (
 	"context"
@@ -7,16 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// Build lists the guards in the order given, each with its breaker, counts,
+// NewResilienceReport lists the guards in the order given, each with its breaker, counts,
 // bulkhead and settings in the contract's units, and never a null list.
-func TestBuild(t *testing.T) {
+func TestNewResilienceReport(t *testing.T) {
 	a, err := resilience.New("order", resilience.Config{Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +27,7 @@ func TestBuild(t *testing.T) {
 	b.ForceBreaker(resilience.ForceOpen)
 
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.FixedZone("CET", 3600))
-	r := Build(now, 1500*time.Millisecond, []*resilience.Guard{a, b})
+	r := NewResilienceReport(now, 1500*time.Millisecond, []*resilience.Guard{a, b})
 	if !r.GeneratedAt.Equal(now) || r.GeneratedAt.Location() != time.UTC || r.DeadlineMS != 1500 {
 		t.Errorf("header = %v %v", r.GeneratedAt, r.DeadlineMS)
 	}
@@ -75,7 +71,7 @@ func TestRecommendedTimeoutNullThenWholeMilliseconds(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 	field := func() any {
-		raw, err := json.Marshal(Build(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}))
+		raw, err := json.Marshal(NewResilienceReport(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +90,7 @@ func TestRecommendedTimeoutNullThenWholeMilliseconds(t *testing.T) {
 	if v := field(); v != nil {
 		t.Fatalf("after one timed-out call: recommended_timeout_ms %v, want null", v)
 	}
-	if w := Build(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}).Dependencies[0].Warnings; len(w) != 0 {
+	if w := NewResilienceReport(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}).Dependencies[0].Warnings; len(w) != 0 {
 		t.Fatalf("warnings %q from a censored sample", w)
 	}
 	if err := g.Reconfigure(resilience.Config{Timeout: time.Second}); err != nil {
@@ -118,7 +114,7 @@ func TestTimeoutMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := func() map[string]any {
-		raw, err := json.Marshal(Build(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}))
+		raw, err := json.Marshal(NewResilienceReport(time.Now(), 1500*time.Millisecond, []*resilience.Guard{g}))
 		if err != nil {
 			t.Fatal(err)
 		}

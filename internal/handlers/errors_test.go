@@ -1,19 +1,16 @@
-package jsonhttp
+package handlers
 
 import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-func TestError(t *testing.T) {
+// WriteError writes the contract's error document with its status.
+func TestWriteError(t *testing.T) {
 	w := httptest.NewRecorder()
-	Error(w, http.StatusTeapot, "NOPE", "no coffee")
+	WriteError(w, http.StatusTeapot, "NOPE", "no coffee")
 	if w.Code != http.StatusTeapot || w.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -23,10 +20,11 @@ func TestError(t *testing.T) {
 	}
 }
 
-// A value that cannot be encoded is a 500 error document, never half a body.
-func TestWriteUnencodable(t *testing.T) {
+// WriteJSON: a value that cannot be encoded is a 500 error document,
+// never half a body.
+func TestWriteJSONUnencodable(t *testing.T) {
 	w := httptest.NewRecorder()
-	Write(w, http.StatusOK, map[string]any{"f": func() {}})
+	WriteJSON(w, http.StatusOK, map[string]any{"f": func() {}})
 	var b ErrorBody
 	if w.Code != http.StatusInternalServerError || json.Unmarshal(w.Body.Bytes(), &b) != nil || b.Error.Code != "INTERNAL" {
 		t.Errorf("status %d body %q", w.Code, w.Body)
