@@ -135,6 +135,11 @@ func newRig(t *testing.T, cfgs map[string]resilience.Config, opts ...resilience.
 		if cfg.Retry.MaxAttempts == 0 {
 			cfg.Retry.MaxAttempts = 1
 		}
+		if cfg.FallbackTimeout == 0 {
+			// The fake store answers at once; the default 80 ms would let a
+			// stalled test process turn a cached answer into a miss.
+			cfg.FallbackTimeout = time.Minute
+		}
 		g, err := resilience.New(name, cfg, opts...)
 		if err != nil {
 			t.Fatal(err)
