@@ -2,14 +2,10 @@ package app
 
 import (
 	"context"
-	"fmt"
-	"maps"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -28,11 +24,11 @@ import (
 // runs from the request's arrival to the answer, which is what the service
 // records in orderagg_http_request_duration_seconds.
 
-// serverTimes is that histogram, summed over its series (status, degraded).
+// serverTimes is that histogram's count and sum, over all its series
+// (status, degraded).
 type serverTimes struct {
-	count   uint64
-	sum     time.Duration
-	buckets map[float64]uint64 // upper bound in seconds → cumulative count
+	count uint64
+	sum   time.Duration
 }
 
 func (s *service) serverTimes() serverTimes {
@@ -42,7 +38,7 @@ func (s *service) serverTimes() serverTimes {
 	if err != nil {
 		s.t.Fatalf("parse /metrics: %v", err)
 	}
-	st := serverTimes{buckets: map[float64]uint64{}}
+	var st serverTimes
 	fam := fams["orderagg_http_request_duration_seconds"]
 	if fam == nil {
 		return st // no order-detail answer yet
@@ -51,49 +47,8 @@ func (s *service) serverTimes() serverTimes {
 		h := m.GetHistogram()
 		st.count += h.GetSampleCount()
 		st.sum += time.Duration(h.GetSampleSum() * float64(time.Second))
-		for _, b := range h.GetBucket() {
-			st.buckets[b.GetUpperBound()] += b.GetCumulativeCount()
-		}
 	}
 	return st
-}
-
-// over counts the answers that took longer than limit, which must be one of
-// the histogram's bucket bounds: between two bounds the histogram cannot
-// tell.
-func (st serverTimes) over(t *testing.T, limit time.Duration) uint64 {
-	t.Helper()
-	within, ok := bucketAt(st.buckets, limit.Seconds())
-	if !ok {
-		t.Fatalf("%v is not a bound of orderagg_http_request_duration_seconds; bounds %v", limit, bounds(st.buckets))
-	}
-	return st.count - within
-}
-
-// bucketAt finds the bound equal to seconds, within float rounding.
-func bucketAt(b map[float64]uint64, seconds float64) (uint64, bool) {
-	for le, n := range b {
-		if math.Abs(le-seconds) < 1e-9 {
-			return n, true
-		}
-	}
-	return 0, false
-}
-
-func bounds(b map[float64]uint64) []float64 {
-	out := slices.Collect(maps.Keys(b))
-	slices.Sort(out)
-	return out
-}
-
-// String lists the cumulative counts by bound, for failure messages.
-func (st serverTimes) String() string {
-	var b strings.Builder
-	for _, le := range bounds(st.buckets) {
-		fmt.Fprintf(&b, "≤%gs:%d ", le, st.buckets[le])
-	}
-	fmt.Fprintf(&b, "all:%d", st.count)
-	return b.String()
 }
 
 // timedGet is get plus the service's own measure of that answer, arrival to
