@@ -65,8 +65,8 @@ deps: ## install the missing Debian packages (APT_PACKAGES)
 	build/apt-deps.sh $(APT_PACKAGES)
 
 .PHONY: test
-test: deps images ## apt packages if missing, images, then every test (unit, integration, browser, manifests) with -race
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: deps images ## apt packages if missing, images, then every test (unit, integration, browser, real Redis, manifests) with -race
+	build/with-redis.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd deploy/kubernetes && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: test-unit

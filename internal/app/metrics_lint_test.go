@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/orderagg/orderagg/internal/config"
 )
 
 // TestMetricsLint: the /metrics of a service that has served live, cached
@@ -14,8 +16,8 @@ import (
 // base units (seconds, not ms or ns), _total on counters, no reserved
 // suffixes on gauges, help text everywhere.
 func TestMetricsLint(t *testing.T) {
-	s, _ := startService(t, nil, shortBudgets)
-	s.get("/v1/orders/o-1") // live: remembered
+	s, _ := startService(t, nil, func(c *config.Serve) { hangBudgets("logistics")(c); patientCache(c) })
+	s.getLive("/v1/orders/o-1") // live: remembered
 	s.fault("logistics", `{"hang":true}`)
 	s.fault("coupon", `{"error_rate":1}`)
 	waitUntil(t, func() bool { return sec(s.get("/v1/orders/o-1"), "logistics")["source"] == "cache" })

@@ -28,6 +28,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/labstack/echo/v4"
 
+	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/handlers"
 )
 
@@ -434,7 +435,11 @@ func deepCopy(t *testing.T, v any) map[string]any {
 // contract, one scenario after another on one in-process service.
 func TestOpenAPIRealAnswers(t *testing.T) {
 	sp := loadSpec(t)
-	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "t-admin-token-16b"}, shortBudgets)
+	// Default budgets: a section the test expects live must get what a
+	// cold, loaded process needs, and the hangs cost their dependency's
+	// default sub-budget (at most the order's second).
+	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", "t-admin-token-16b"}, patientCache)
+	s.getLive("/v1/orders/o-1") // a warm process: connections to the downstreams are open
 	api := "http://" + s.addrs.API
 	sim := "http://" + s.addrs.Sim
 	adminURL := "http://" + s.addrs.Admin
@@ -501,16 +506,10 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		fault(t, "logistics", `{"hang":true}`)
 		// The last-good writes are asynchronous: wait (bounded) for them.
 		var r reply
-		for deadline := time.Now().Add(5 * time.Second); ; {
+		waitUntil(t, func() bool {
 			r = page(t, "o-5")
-			if r.section("order")["source"] == "cache" && r.section("logistics")["source"] == "cache" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no cached sections: %s", r.raw)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return r.section("order")["source"] == "cache" && r.section("logistics")["source"] == "cache"
+		})
 		wantSection(t, r, "order", "cache", "FAILURE")
 		wantSection(t, r, "inventory", "fallback", "FAILURE")
 		wantSection(t, r, "coupons", "live", "")
@@ -624,17 +623,20 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 			r := sp.exchange(t, http.StatusOK, http.MethodGet, api+"/v1/resilience", "", nil)
 			return r.body["dependencies"].([]any)[2].(map[string]any)
 		}
-		// timeout_max 290ms, under the 300ms deadline, is cut to the
-		// ceiling: the deadline minus the 40ms reserve.
-		auto := `{"timeout":"auto","timeout_max":"290ms"}`
+		// A timeout_max under the deadline but past its ceiling, the
+		// deadline minus the reserve, is cut to the ceiling.
+		def := config.DefaultServe()
+		ceiling := def.Deadline - def.Reserve
+		asked := fmt.Sprintf("%dms", (ceiling + def.Reserve/2).Milliseconds())
+		auto := fmt.Sprintf(`{"timeout":"auto","timeout_max":%q}`, asked)
 		if err := sp.validateRequest(http.MethodPatch, patch, auto, bearer); err != nil {
 			t.Fatalf("the spec refuses timeout auto: %v", err)
 		}
 		r = sp.exchange(t, http.StatusOK, http.MethodPatch, patch, auto, bearer)
-		if s := r.body["settings"].(map[string]any); s["timeout"] != "auto" || s["timeout_max"] != "290ms" {
-			t.Fatalf("settings after auto %v", s)
+		if s := r.body["settings"].(map[string]any); s["timeout"] != "auto" || s["timeout_max"] != asked {
+			t.Fatalf("settings after auto %v, want timeout_max %v", s, asked)
 		}
-		if c := coupon(); c["timeout_mode"] != "auto" || c["timeout_ms"] != 250.0 || c["timeout_max_ms"] != 260.0 {
+		if c := coupon(); c["timeout_mode"] != "auto" || c["timeout_ms"] != 250.0 || c["timeout_max_ms"] != float64(ceiling.Milliseconds()) {
 			t.Fatalf("/v1/resilience after auto: %v %v max %v", c["timeout_mode"], c["timeout_ms"], c["timeout_max_ms"])
 		}
 		sp.exchange(t, http.StatusOK, http.MethodPatch, patch, `{"timeout":"250ms","timeout_max":"0s"}`, bearer)
@@ -675,32 +677,45 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 // --max-inflight.
 func TestOpenAPIOverloaded(t *testing.T) {
 	sp := loadSpec(t)
-	s, _ := startService(t, []string{"--max-inflight", "1"}, shortBudgets)
+	// The first request holds the only slot until the test lets it go: its
+	// order call hangs under a deadline and a sub-budget far longer than the
+	// test, and ends when the test cancels it. No clock decides which of the
+	// two requests is refused.
+	s, _ := startService(t, []string{"--max-inflight", "1"}, func(c *config.Serve) {
+		c.Deadline = time.Minute
+		c.Dependencies.Update("order", func(d *config.Dependency) { d.Timeout = time.Minute })
+	})
 	api := "http://" + s.addrs.API
 	if r, err := send(http.MethodPut, "http://"+s.addrs.Sim+"/faults/order", `{"hang":true}`, nil); err != nil || r.status != http.StatusOK {
 		t.Fatalf("fault: %v %d", err, r.status)
 	}
 	before := s.simRequests()["order"]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	first := make(chan error, 1)
 	go func() {
-		r, err := send(http.MethodGet, api+"/v1/orders/o-slow", "", nil)
-		if err == nil && r.status != http.StatusServiceUnavailable {
-			err = fmt.Errorf("the hanging request got %d %s", r.status, r.raw)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/orders/o-slow", nil)
+		if err != nil {
+			first <- err
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("the hanging request got %d before the test let it go", resp.StatusCode)
+		} else if errors.Is(err, context.Canceled) {
+			err = nil
 		}
 		first <- err
 	}()
 	// Wait until the first request holds the only slot (its order call has
 	// reached the simulator), then knock.
-	for deadline := time.Now().Add(2 * time.Second); s.simRequests()["order"] == before; {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never reached the order service")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, func() bool { return s.simRequests()["order"] != before })
 	r := sp.exchange(t, http.StatusServiceUnavailable, http.MethodGet, api+"/v1/orders/o-knock", "", nil)
 	if r.code() != handlers.CodeOverloaded {
 		t.Fatalf("code %q: %s", r.code(), r.raw)
 	}
+	cancel()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}

@@ -135,6 +135,11 @@ func newRig(t *testing.T, cfgs map[string]resilience.Config, opts ...resilience.
 		if cfg.Retry.MaxAttempts == 0 {
 			cfg.Retry.MaxAttempts = 1
 		}
+		if cfg.FallbackTimeout == 0 {
+			// The fake store answers at once; the default 80 ms would let a
+			// stalled test process turn a cached answer into a miss.
+			cfg.FallbackTimeout = time.Minute
+		}
 		g, err := resilience.New(name, cfg, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -417,19 +422,55 @@ func TestCallsRunInParallel(t *testing.T) {
 
 func TestEverythingHungStaysInsideDeadline(t *testing.T) {
 	r := newRig(t, map[string]resilience.Config{"order": {Timeout: time.Hour}})
-	r.f.order, r.f.inventory, r.f.coupon, r.f.logistics = hung, hung, hung, hung
-	// The reserve (100 ms in this rig) is what absorbs fallbacks and
-	// scheduling; under -race on a loaded 2-core machine that is tight, so
-	// the deadline here is long enough for the check to be about the design
-	// (every part honours the deadline), not the scheduler.
+	// Every call the page makes must end by the page's deadline less the
+	// reserve, the order's hour-long sub-budget notwithstanding, and Get
+	// must return once they are cut off. The bound is read from each call's
+	// context, not from a clock: a loaded machine changes when a deadline
+	// fires, not what it is.
+	var mu sync.Mutex
+	deadlines := map[string]time.Time{}
+	hungRecording := func(name string) behaviour {
+		return func(ctx context.Context) error {
+			dl, _ := ctx.Deadline() // zero if none: caught below
+			mu.Lock()
+			deadlines[name] = dl
+			mu.Unlock()
+			<-ctx.Done()
+			return ctx.Err()
+		}
+	}
+	r.f.order, r.f.inventory, r.f.coupon, r.f.logistics = hungRecording("order"), hungRecording("inventory"), hungRecording("coupon"), hungRecording("logistics")
+
 	const deadline = 400 * time.Millisecond
-	start := time.Now()
-	_, err := r.get(t, deadline)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	page, _ := ctx.Deadline()
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.agg.Get(ctx, "o-1")
+		done <- err
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute): // only a hang gets here: the bound is the order's hour
+		t.Fatalf("Get still waiting a minute after its %v deadline", deadline)
+	}
 	if !errors.Is(err, ErrOrderUnavailable) {
 		t.Fatalf("err %v", err)
 	}
-	if el := time.Since(start); el > deadline {
-		t.Fatalf("answered after %v, deadline %v", el, deadline)
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := deadlines["order"]; !ok {
+		t.Fatal("the order was never called")
+	}
+	// The others run beside the order; one not yet started when the order
+	// failed is never called, which is fine.
+	want := page.Add(-r.agg.reserve)
+	for name, dl := range deadlines {
+		if dl.IsZero() || dl.After(want) {
+			t.Errorf("%s called with deadline %v, want by %v (the page's deadline less the reserve)", name, dl, want)
+		}
 	}
 }
 

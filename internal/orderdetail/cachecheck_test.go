@@ -62,7 +62,10 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 	newAgg := func(t *testing.T, store LastGood, obs Observer) (*Aggregator, *fakes) {
 		f := &fakes{order: broken, inventory: healthy, coupon: broken, logistics: healthy}
 		g := func(name string) *resilience.Guard {
-			g, err := resilience.New(name, resilience.Config{Retry: resilience.RetryConfig{MaxAttempts: 1}})
+			// Budgets of a minute, like the page's: the test is about what
+			// a cached payload may be, and a stalled process must not turn
+			// a read into a timeout (the default fallback budget is 80 ms).
+			g, err := resilience.New(name, resilience.Config{Timeout: time.Minute, FallbackTimeout: time.Minute, Retry: resilience.RetryConfig{MaxAttempts: 1}})
 			if err != nil {
 				t.Fatal(err)
 			}

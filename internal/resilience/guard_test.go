@@ -423,18 +423,19 @@ func TestTimedOutCallKeepsItsSlotUntilItReturns(t *testing.T) {
 	g := mustGuard(t, Config{Timeout: 5 * time.Millisecond, Bulkhead: BulkheadConfig{MaxConcurrent: 1}})
 	// fn ignores the cancellation for a while: the slot must stay taken.
 	unblock := make(chan struct{})
+	expired := make(chan struct{})
 	var inUseDuring int64
 	done := make(chan error, 1)
 	go func() {
 		_, err := Do(context.Background(), g, func(ctx context.Context) (string, error) {
 			<-ctx.Done()
+			close(expired) // the 5 ms sub-budget is spent
 			<-unblock
 			return "", ctx.Err()
 		})
 		done <- err
 	}()
-	waitFor(t, func() bool { return g.bulkhead.inUse.Load() == 1 })
-	time.Sleep(10 * time.Millisecond) // let the 5 ms sub-budget expire for real
+	<-expired
 	inUseDuring = g.bulkhead.inUse.Load()
 	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
 		t.Fatalf("second call got a slot held by unfinished work: %v", err)
