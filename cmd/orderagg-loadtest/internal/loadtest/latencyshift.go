@@ -278,17 +278,16 @@ func (r *shiftRun) tabulate(e *experiment) shiftTotals {
 // states against issue 16's target, then the whole run.
 func (r *shiftRun) conclude(e *experiment, t shiftTotals) {
 	cut := t.cut
+	whole := map[string]logisticsCounts{}
 	for _, name := range shiftSteps {
+		whole[name] = r.marks[name][len(r.levels)-1].to.minus(r.first[name])
 		e.step(name, r.recs[name].summary(r.total), map[string]float64{
 			"steady_timeouts": float64(cut[name][0]), "steady_attempts": float64(cut[name][1]),
+			"attempts": float64(whole[name].attempts),
 		})
 	}
 	e.finding("in steady state the static 500 ms sub-budget cut up to %s of logistics calls at a level (%d of %d over all levels), auto up to %s (%d of %d): issue 16's target is ≤ 0.1 %% at each level under auto — %s",
 		pct3(t.worstStatic), cut[stepStatic][0], cut[stepStatic][1], pct3(t.worstAuto), cut[stepAuto][0], cut[stepAuto][1], verdict(t.worstAuto <= 0.001))
-	whole := map[string]logisticsCounts{}
-	for _, name := range shiftSteps {
-		whole[name] = r.marks[name][len(r.levels)-1].to.minus(r.first[name])
-	}
 	e.finding("whole run, warm-up and drifts included: timeouts cut %d of %d logistics calls (%s) static, %d of %d (%s) auto; the breaker turned away %d static, %d auto",
 		whole[stepStatic].timeouts, whole[stepStatic].attempts, pct3(ratio(float64(whole[stepStatic].timeouts), float64(whole[stepStatic].attempts))),
 		whole[stepAuto].timeouts, whole[stepAuto].attempts, pct3(ratio(float64(whole[stepAuto].timeouts), float64(whole[stepAuto].attempts))),

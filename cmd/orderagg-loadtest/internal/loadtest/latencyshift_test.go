@@ -18,9 +18,13 @@ func TestLatencyShiftScenario(t *testing.T) {
 	if len(r.Rows) != len(shiftLevels)-1 || len(r.Steps) != 2 || len(r.Findings) != 3 {
 		t.Fatalf("rows %v steps %d findings %q", r.Rows, len(r.Steps), r.Findings)
 	}
+	// Over the whole run, not each steady state: with 1 s phases a steady
+	// state is half a second, and on a loaded machine the /metrics scrapes
+	// that bound it can take that long, leaving it empty.
 	for _, st := range r.Steps {
-		if st.Derived["steady_attempts"] <= 0 || st.Summary.Requests == 0 {
-			t.Errorf("%s: %v logistics attempts counted in steady state, %d requests", st.Name, st.Derived["steady_attempts"], st.Summary.Requests)
+		if st.Derived["attempts"] <= 0 || st.Derived["steady_attempts"] < 0 || st.Summary.Requests == 0 {
+			t.Errorf("%s: %v logistics attempts counted (%v in steady state), %d requests",
+				st.Name, st.Derived["attempts"], st.Derived["steady_attempts"], st.Summary.Requests)
 		}
 	}
 	for _, row := range r.Rows {
