@@ -46,6 +46,20 @@ func TestFloorScenario(t *testing.T) {
 	if !strings.Contains(r.Findings[0], "throughput orderagg ÷ floor") || !strings.Contains(r.Command, "--scenario floor") {
 		t.Errorf("findings %q, command %q", r.Findings, r.Command)
 	}
+	// With the redis-server child, orderagg's CPU per page counts it too
+	// (issue #17: "Redis included").
+	if strings.HasPrefix(r.Cache, "redis-server") {
+		found := false
+		for _, f := range r.Findings {
+			found = found || strings.Contains(f, "CPU per request with Redis")
+		}
+		if !found {
+			t.Errorf("cache %q but no finding with Redis's CPU: %q", r.Cache, r.Findings)
+		}
+		if _, ok := r.Steps[0].Derived["redis_server_us_per_request"]; !ok {
+			t.Errorf("step %q has no redis_server_us_per_request: %v", r.Steps[0].Name, r.Steps[0].Derived)
+		}
+	}
 }
 
 func TestOutageScenarioPlots(t *testing.T) {
