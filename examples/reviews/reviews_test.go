@@ -153,6 +153,7 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(agg.Close)
 	api := handlers.New(handlers.Options{Pager: agg, Deadline: 1500 * time.Millisecond, MaxInflight: 8, Logger: slog.New(slog.DiscardHandler)})
 	return func(id string) (int, http.Header, map[string]json.RawMessage) {
 		t.Helper()

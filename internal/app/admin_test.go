@@ -205,14 +205,15 @@ func TestCancelledRequestsReleaseSlots(t *testing.T) {
 		return true
 	})
 	// No goroutine is left inside a request: idle keep-alive connections in
-	// the pools are fine (they are reused), work still running is not.
+	// the pools and the aggregator's idle workers are fine (they are
+	// reused), work still running is not.
 	var stuck string
 	waitUntil(t, func() bool {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		stuck = ""
 		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "internal/orderdetail.") || strings.Contains(g, "internal/resilience.") || strings.Contains(g, "handlers.(*orders)") {
+			if strings.Contains(g, "internal/orderdetail.(*Aggregator)") || strings.Contains(g, "internal/resilience.") || strings.Contains(g, "handlers.(*orders)") {
 				stuck = g
 			}
 		}

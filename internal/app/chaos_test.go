@@ -171,7 +171,7 @@ func TestChaos(t *testing.T) {
 		return true
 	})
 	waitUntil(t, func() bool {
-		return !goroutineInside("internal/orderdetail.", "internal/resilience.", "handlers.(*orders)")
+		return !goroutineInside("internal/orderdetail.(*Aggregator)", "internal/resilience.", "handlers.(*orders)")
 	})
 	// The load's connections close with its client; the listener must
 	// hold no more than before the run.

@@ -265,6 +265,7 @@ func (s *serving) buildPage() error {
 	if err != nil {
 		return err
 	}
+	s.closers.push("aggregator", func(context.Context) error { page.Close(); return nil })
 	s.page = page
 	s.ctl = &control{deps: deps, deadline: s.cfg.Deadline, maxInflight: s.cfg.MaxInflight,
 		guards: s.guards, downstreams: byName, logger: s.logger}

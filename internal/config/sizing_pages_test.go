@@ -130,6 +130,7 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(agg.Close)
 	limiter := admission.Fixed(maxInflight)
 
 	type result struct {

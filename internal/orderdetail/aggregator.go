@@ -49,8 +49,10 @@ type Config struct {
 	Now      func() time.Time // defaults to time.Now
 	Observer Observer
 	// RewriteInterval: a live answer of the same dependency for the same
-	// order is written to the store at most once per interval. 0 writes
-	// every live answer.
+	// order is considered for the store at most once per interval, and
+	// written only if its content changed since the copy last written or
+	// that copy's age passed a quarter of the section's max age (see
+	// writeThrottle). 0 writes every live answer.
 	RewriteInterval time.Duration
 }
 
@@ -64,7 +66,13 @@ type Aggregator struct {
 	obs         Observer
 	throttle    *writeThrottle
 	gate        coreGate
+	workers     *workers
 }
+
+// maxIdleWorkers bounds the goroutines kept waiting for the sections' calls
+// (see workers): three per page in flight for 85 concurrent pages. More
+// concurrent pages start goroutines of their own, as without the pool.
+const maxIdleWorkers = 256
 
 // New builds an Aggregator.
 func New(cfg Config) (*Aggregator, error) {
@@ -92,12 +100,18 @@ func New(cfg Config) (*Aggregator, error) {
 		now:         cfg.Now,
 		obs:         cfg.Observer,
 		throttle:    newWriteThrottle(cfg.RewriteInterval),
+		workers:     newWorkers(maxIdleWorkers),
 	}
 	if a.now == nil {
 		a.now = time.Now
 	}
 	return a, nil
 }
+
+// Close stops the goroutines that wait to make the sections' calls, once
+// the calls in flight have returned. A Get after Close still works, on
+// goroutines of its own.
+func (a *Aggregator) Close() { a.workers.Close() }
 
 // Get assembles the page for orderID under ctx's deadline.
 //
@@ -125,8 +139,12 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	liveAt := make([]time.Time, len(a.downstreams))
 	var wg sync.WaitGroup
 	callOthers := func() {
+		wg.Add(len(a.downstreams) - 1)
 		for i := 1; i < len(a.downstreams); i++ {
-			wg.Go(func() { sections[i], liveAt[i] = a.resolve(work, pageCtx, a.downstreams[i], orderID) })
+			a.workers.Go(func() {
+				defer wg.Done()
+				sections[i], liveAt[i] = a.resolve(work, pageCtx, a.downstreams[i], orderID)
+			})
 		}
 	}
 	coreFirst := a.gate.coreFirst()
@@ -247,13 +265,21 @@ func (a *Aggregator) lastGood(ctx context.Context, d Downstream, orderID string)
 // to it.
 func (a *Aggregator) remember(ctx context.Context, orderID string, sections []Section, liveAt []time.Time) {
 	for i, s := range sections {
-		if s.Source != SourceLive || !a.throttle.allow(s.Name, orderID, liveAt[i]) {
+		if s.Source != SourceLive {
+			continue
+		}
+		key, due := a.throttle.due(s.Name, orderID, liveAt[i])
+		if !due {
 			continue
 		}
 		payload, err := json.Marshal(s.Body)
 		if err != nil {
 			continue // our own types always marshal; nothing to remember otherwise
 		}
-		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, a.downstreams[i].MaxAge())
+		maxAge := a.downstreams[i].MaxAge()
+		if !a.throttle.changed(key, payload, liveAt[i], a.throttle.refreshAfter(maxAge)) {
+			continue
+		}
+		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, maxAge)
 	}
 }

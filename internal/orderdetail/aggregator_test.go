@@ -161,6 +161,7 @@ func newRig(t *testing.T, cfgs map[string]resilience.Config, opts ...resilience.
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(agg.Close)
 	r.agg = agg
 	return r
 }
@@ -490,16 +491,62 @@ func TestWriteThrottle(t *testing.T) {
 		{"order", "o-1", 1500 * time.Millisecond, false},
 	}
 	for _, s := range steps {
-		if got := th.allow(s.dep, s.id, t0.Add(s.at)); got != s.want {
-			t.Fatalf("allow(%s, %s, +%v) = %v", s.dep, s.id, s.at, got)
+		if _, got := th.due(s.dep, s.id, t0.Add(s.at)); got != s.want {
+			t.Fatalf("due(%s, %s, +%v) = %v", s.dep, s.id, s.at, got)
 		}
 	}
 	var off *writeThrottle
 	// Twice: a real throttle would refuse the second call at the same instant.
 	for call := 1; call <= 2; call++ {
-		if !off.allow("order", "o-1", t0) {
+		if _, ok := off.due("order", "o-1", t0); !ok || !off.changed(0, []byte("x"), t0, 0) {
 			t.Fatalf("a nil throttle refused call %d: it must allow everything", call)
 		}
+	}
+}
+
+// TestWriteThrottleSkipsUnchanged: once due, a copy is written when its
+// content changed, or when the copy written last is refreshAfter old;
+// otherwise not.
+func TestWriteThrottleSkipsUnchanged(t *testing.T) {
+	th := newWriteThrottle(time.Second)
+	if got := th.refreshAfter(time.Minute); got != 15*time.Second {
+		t.Fatalf("refreshAfter(1m) = %v, want a quarter of it", got)
+	}
+	if got := th.refreshAfter(2 * time.Second); got != time.Second {
+		t.Fatalf("refreshAfter(2s) = %v, want the interval, never less", got)
+	}
+	const refresh = 10 * time.Second
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		at      time.Duration
+		payload string
+		want    bool
+	}{
+		{0, `{"a":1}`, true},                 // first copy
+		{2 * time.Second, `{"a":1}`, false},  // unchanged, young
+		{4 * time.Second, `{"a":2}`, true},   // changed
+		{6 * time.Second, `{"a":2}`, false},  // unchanged since +4s
+		{13 * time.Second, `{"a":2}`, false}, // 9 s old
+		{14 * time.Second, `{"a":2}`, true},  // 10 s old: refreshed
+		{15 * time.Second, `{"a":1}`, true},  // changed back
+		{16 * time.Second, `{"a":1}`, false}, // unchanged
+		{100 * time.Second, `{"a":1}`, true}, // old
+	}
+	for _, s := range steps {
+		now := t0.Add(s.at)
+		key, due := th.due("logistics", "o-1", now)
+		if !due {
+			t.Fatalf("+%v: not due, steps are a second apart or more", s.at)
+		}
+		if got := th.changed(key, []byte(s.payload), now, refresh); got != s.want {
+			t.Fatalf("changed(%s, +%v) = %v, want %v", s.payload, s.at, got, s.want)
+		}
+	}
+	// Another order with the same content is its own pair.
+	now := t0.Add(101 * time.Second)
+	key, _ := th.due("logistics", "o-2", now)
+	if !th.changed(key, []byte(`{"a":1}`), now, refresh) {
+		t.Fatal("o-2's first copy was skipped")
 	}
 }
 

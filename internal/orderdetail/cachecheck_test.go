@@ -83,6 +83,7 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(agg.Close)
 		return agg, f
 	}
 	now := time.Now()

@@ -6,11 +6,19 @@ import (
 	"time"
 )
 
-// writeThrottle lets a (dependency, order) pair be written to the last-good
-// store at most once per interval. A popular order is answered many times a
-// second; rewriting its identical sections each time would only load Redis.
-// The cost is that a cached entry's as_of may trail the latest live answer by
-// up to the interval — still an honest "this was live at as_of".
+// writeThrottle decides which live answers are written to the last-good
+// store. A popular order is answered many times a second; rewriting its
+// identical sections each time would only load Redis. So a (dependency,
+// order) pair is considered at most once per interval (due), and then
+// written only if its content differs from the last copy written, or that
+// copy is getting old (changed): an unchanged answer is rewritten once its
+// copy is refreshAfter old, to move its as_of on before it nears the
+// section's max age.
+//
+// The cost is that a cached entry's as_of may trail the latest live answer:
+// by up to the interval when the content changed, by up to refreshAfter
+// when it did not — still an honest "this was live at as_of", and the copy
+// stays servable for at least max age − refreshAfter into an outage.
 //
 // Memory is bounded: each shard forgets everything when it grows past its
 // cap, which at worst lets a few extra writes through.
@@ -22,10 +30,23 @@ type writeThrottle struct {
 
 type throttleShard struct {
 	mu   sync.Mutex
-	last map[uint64]time.Time
+	last map[uint64]throttleEntry
+}
+
+// throttleEntry is what the throttle remembers of one (dependency, order).
+type throttleEntry struct {
+	checked time.Time // the last time it was due
+	written time.Time // when the last copy handed to the store was live
+	sum     uint64    // that copy's content hash; 0 before the first
 }
 
 const throttleShardCap = 8192
+
+// unchangedRefresh divides a section's max age into the age at which an
+// unchanged copy is rewritten anyway (never more often than the interval):
+// inventory (1 min) every 15 s, coupons (5 min) every 75 s, logistics
+// (30 min) every 7.5 min.
+const unchangedRefresh = 4
 
 func newWriteThrottle(interval time.Duration) *writeThrottle {
 	if interval <= 0 {
@@ -34,27 +55,70 @@ func newWriteThrottle(interval time.Duration) *writeThrottle {
 	return &writeThrottle{interval: interval, seed: maphash.MakeSeed()}
 }
 
-// allow reports whether (dep, id) may be written at now, and if so records it.
-// A nil throttle allows everything.
-func (t *writeThrottle) allow(dep, id string, now time.Time) bool {
+// refreshAfter is the age at which an unchanged copy of a section whose
+// max age is maxAge is rewritten.
+func (t *writeThrottle) refreshAfter(maxAge time.Duration) time.Duration {
 	if t == nil {
-		return true
+		return 0
+	}
+	return max(t.interval, maxAge/unchangedRefresh)
+}
+
+// due reports whether (dep, id) may be considered for a write at now, and
+// if so records it; key identifies the pair for changed. A nil throttle
+// lets everything through.
+func (t *writeThrottle) due(dep, id string, now time.Time) (key uint64, ok bool) {
+	if t == nil {
+		return 0, true
 	}
 	var h maphash.Hash
 	h.SetSeed(t.seed)
 	h.WriteString(dep)
 	h.WriteByte(0)
 	h.WriteString(id)
-	k := h.Sum64()
-	s := &t.shards[k%uint64(len(t.shards))]
+	key = h.Sum64()
+	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if last, ok := s.last[k]; ok && now.Sub(last) < t.interval {
+	e, ok := s.last[key]
+	if ok && now.Sub(e.checked) < t.interval {
+		return key, false
+	}
+	if s.last == nil || (!ok && len(s.last) >= throttleShardCap) {
+		s.last = make(map[uint64]throttleEntry)
+	}
+	e.checked = now
+	s.last[key] = e
+	return key, true
+}
+
+// changed reports whether payload, live at now, should be written for the
+// pair key came from: its content differs from the last copy written, or
+// that copy is refreshAfter old. If so it records payload as written. A nil
+// throttle lets everything through.
+func (t *writeThrottle) changed(key uint64, payload []byte, now time.Time, refreshAfter time.Duration) bool {
+	if t == nil {
+		return true
+	}
+	sum := maphash.Bytes(t.seed, payload) | 1 // never 0, which means "none yet"
+	s := t.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.last[key] // forgotten since due: written as if new
+	if e.sum == sum && now.Sub(e.written) < refreshAfter {
 		return false
 	}
-	if s.last == nil || len(s.last) >= throttleShardCap {
-		s.last = make(map[uint64]time.Time)
+	if s.last == nil {
+		s.last = make(map[uint64]throttleEntry)
 	}
-	s.last[k] = now
+	e.sum, e.written = sum, now
+	if e.checked.IsZero() {
+		e.checked = now
+	}
+	s.last[key] = e
 	return true
+}
+
+func (t *writeThrottle) shard(key uint64) *throttleShard {
+	return &t.shards[key%uint64(len(t.shards))]
 }
