@@ -306,10 +306,12 @@ func retryStorm(ctx context.Context, e *experiment) error {
 
 func floorCost(ctx context.Context, e *experiment) error {
 	p := e.stepPlan(16, time.Second, 4*time.Second)
-	// Five short alternating rounds rather than one long run each: on a
-	// shared machine the noise comes in bursts, and alternation puts both
+	// Short alternating rounds rather than one long run each: on a shared
+	// machine the noise comes in bursts, and alternation puts both
 	// aggregators through the same bursts; the median round is the figure.
-	const rounds = 5
+	// Nine, as in the other side-by-side scenarios: with five, runs minutes
+	// apart gave median CPU ratios from 1.09× to 1.19× for the same code.
+	rounds := sideBySideRounds
 	e.report.Load = fmt.Sprintf("%s; both aggregators in front of one simulator with zero latency, measured in alternation (A B, B A, A B, …), %d rounds of %s warm-up + %s each", p.mode(), rounds, p.Warmup, p.Duration)
 	e.report.Columns = []string{"aggregator", "requests", "req/s", "CPU µs/request", "redis-server µs/request", "P50 ms", "P90 ms", "P99 ms", "P99.9 ms", "max ms"}
 	_, aggURL, floorURL, stop, err := e.startPair(ctx, uniformShape(sim.Fault{}))
