@@ -29,6 +29,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
 )
 
@@ -566,7 +567,7 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 		for _, d := range r.body["dependencies"].([]any) {
 			names = append(names, d.(map[string]any)["name"].(string))
 		}
-		if !slices.Equal(names, []string{"order", "inventory", "coupon", "logistics", "cache"}) {
+		if !slices.Equal(names, append(downstream.Names(), config.NameCache)) {
 			t.Fatalf("dependencies %v", names)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,10 +119,24 @@ func TestServeFlagAndEnvTwin(t *testing.T) {
 }
 
 func TestServeGroupedFlags(t *testing.T) {
+	builtin := []string{"order", "inventory", "coupon", "logistics"}
 	urls := []string{
 		"--order-url", "http://sim:9100", "--inventory-url", "http://sim:9100",
 		"--coupon-url", "https://coupon.internal/api", "--logistics-url", "http://sim:9100/",
 		"--admin-addr", "127.0.0.1:0", "--admin-token", "t-at-least-16-bytes",
+	}
+	env := map[string]string{
+		"ORDERAGG_ORDER_URL": "http://a", "ORDERAGG_INVENTORY_URL": "http://b",
+		"ORDERAGG_COUPON_URL": "http://c", "ORDERAGG_LOGISTICS_URL": "http://d",
+		"ORDERAGG_ADMIN_ADDR": ":9090", "ORDERAGG_ADMIN_TOKEN": "t-at-least-16-bytes",
+	}
+	// All or none: every downstream registered after the built-ins needs
+	// its URL too.
+	for _, name := range downstream.Names() {
+		if !slices.Contains(builtin, name) {
+			urls = append(urls, "--"+name+"-url", "http://sim:9100/"+name)
+			env["ORDERAGG_"+strings.ToUpper(name)+"_URL"] = "http://e/" + name
+		}
 	}
 	s, err := config.ParseServe(urls)
 	if err != nil {
@@ -130,24 +145,30 @@ func TestServeGroupedFlags(t *testing.T) {
 	if s.URLs["order"] != "http://sim:9100" || s.URLs["coupon"] != "https://coupon.internal/api" || s.URLs["logistics"] != "http://sim:9100/" {
 		t.Errorf("URLs not set: %+v", s)
 	}
+	for _, name := range downstream.Names() {
+		if !slices.Contains(builtin, name) && s.URLs[name] != "http://sim:9100/"+name {
+			t.Errorf("--%s-url not set: %+v", name, s.URLs)
+		}
+	}
 	if s.EmbeddedDownstreams() {
-		t.Error("EmbeddedDownstreams() = true with all four URLs")
+		t.Error("EmbeddedDownstreams() = true with every URL")
 	}
 	if s.AdminAddr != "127.0.0.1:0" {
 		t.Errorf("AdminAddr = %q", s.AdminAddr)
 	}
 
-	setenv(t, map[string]string{
-		"ORDERAGG_ORDER_URL": "http://a", "ORDERAGG_INVENTORY_URL": "http://b",
-		"ORDERAGG_COUPON_URL": "http://c", "ORDERAGG_LOGISTICS_URL": "http://d",
-		"ORDERAGG_ADMIN_ADDR": ":9090", "ORDERAGG_ADMIN_TOKEN": "t-at-least-16-bytes",
-	})
+	setenv(t, env)
 	s, err = config.ParseServe(nil)
 	if err != nil {
 		t.Fatalf("ParseServe from env: %v", err)
 	}
 	if s.URLs["order"] != "http://a" || s.URLs["inventory"] != "http://b" || s.URLs["coupon"] != "http://c" || s.URLs["logistics"] != "http://d" || s.AdminAddr != ":9090" {
 		t.Errorf("env twins not applied: %+v", s)
+	}
+	for _, name := range downstream.Names() {
+		if !slices.Contains(builtin, name) && s.URLs[name] != "http://e/"+name {
+			t.Errorf("ORDERAGG_%s_URL not applied: %+v", strings.ToUpper(name), s.URLs)
+		}
 	}
 }
 
@@ -243,9 +264,9 @@ func TestServeBadValues(t *testing.T) {
 		{"unknown log level", []string{"--log-level", "verbose"}, nil,
 			[]string{`invalid value "verbose" for --log-level (ORDERAGG_LOG_LEVEL): want one of debug, info, warn, error`}},
 		{"partial URLs", []string{"--order-url", "http://sim:9100", "--coupon-url", "http://sim:9100"}, nil,
-			[]string{"set all downstream URLs (--order-url, --inventory-url, --coupon-url, --logistics-url), or --downstreams-url (ORDERAGG_DOWNSTREAMS_URL) for the rest, or none", "missing --inventory-url (ORDERAGG_INVENTORY_URL), --logistics-url (ORDERAGG_LOGISTICS_URL)"}},
+			[]string{"set all downstream URLs (" + urlFlags(nil, false) + "), or --downstreams-url (ORDERAGG_DOWNSTREAMS_URL) for the rest, or none", "missing " + urlFlags([]string{"order", "coupon"}, true)}},
 		{"partial URLs from env", nil, map[string]string{"ORDERAGG_LOGISTICS_URL": "http://sim:9100"},
-			[]string{"missing --order-url (ORDERAGG_ORDER_URL), --inventory-url (ORDERAGG_INVENTORY_URL), --coupon-url (ORDERAGG_COUPON_URL)"}},
+			[]string{"missing " + urlFlags([]string{"logistics"}, true)}},
 		{"admin addr without token", []string{"--admin-addr", "127.0.0.1:9090"}, nil,
 			[]string{"--admin-addr (ORDERAGG_ADMIN_ADDR) needs --admin-token (ORDERAGG_ADMIN_TOKEN) or --admin-token-file (ORDERAGG_ADMIN_TOKEN_FILE)"}},
 		{"short admin token", []string{"--admin-addr", "127.0.0.1:9090", "--admin-token", "fifteen-bytes!!"}, nil,
@@ -460,6 +481,23 @@ func TestLogValueRedactsSecrets(t *testing.T) {
 			t.Errorf("log line lacks %q: %s", want, out)
 		}
 	}
+}
+
+// urlFlags lists, as the all-or-none error does, the URL flags of the
+// registered downstreams not in set, with their variables if vars.
+func urlFlags(set []string, vars bool) string {
+	var out []string
+	for _, name := range downstream.Names() {
+		if slices.Contains(set, name) {
+			continue
+		}
+		f := "--" + name + "-url"
+		if vars {
+			f += " (ORDERAGG_" + strings.ToUpper(name) + "_URL)"
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, ", ")
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's flag tables from the flag definitions")
+var update = flag.Bool("update", false, "rewrite the README's flag tables from the flag definitions, and config.example.yaml from the defaults")
 
 // The README's configuration tables are generated from the flag definitions;
 // this fails when a flag, default or help text changes without the README

@@ -3,6 +3,7 @@ package config_test
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,27 +18,44 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/orderagg/orderagg/internal/config"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
 func TestDefaultDependencies(t *testing.T) {
 	d := config.DefaultDependencies()
-	tests := []struct {
+	type row struct {
 		name                 string
 		timeout              time.Duration
 		bulkhead, maxAttempt int
 		maxAge               time.Duration
-	}{
-		// Bulkheads: --max-inflight's 1024 pages, one slot each; four
-		// last-good reads a page for the cache.
+	}
+	// Bulkheads: --max-inflight's 1024 pages, one slot each; one last-good
+	// read a page per downstream for the cache.
+	tests := []row{
 		{"order", 1000 * time.Millisecond, 1024, 2, 24 * time.Hour},
 		{"inventory", 600 * time.Millisecond, 1024, 2, 60 * time.Second},
 		{"coupon", 300 * time.Millisecond, 1024, 2, 5 * time.Minute},
 		{"logistics", 500 * time.Millisecond, 1024, 2, 30 * time.Minute},
-		{"cache", 50 * time.Millisecond, 4096, 1, 0},
 	}
-	if names := d.Names(); !slices.Equal(names, []string{"order", "inventory", "coupon", "logistics", "cache"}) {
-		t.Errorf("Names() = %v", names)
+	// A downstream registered after the built-ins gets its entry's numbers,
+	// completed by the resilience defaults, and one bulkhead slot a page
+	// unless it chose its own.
+	for _, e := range downstream.Registered()[min(len(tests), len(downstream.Names())):] {
+		c := e.Defaults.WithDefaults()
+		bulkhead := 1024
+		if e.Defaults.Bulkhead.MaxConcurrent != 0 {
+			bulkhead = c.Bulkhead.MaxConcurrent
+		}
+		tests = append(tests, row{e.Name, c.Timeout, bulkhead, c.Retry.MaxAttempts, e.CacheMaxAge})
+	}
+	tests = append(tests, row{"cache", 50 * time.Millisecond, 1024 * len(downstream.Names()), 1, 0})
+	var want []string
+	for _, tc := range tests {
+		want = append(want, tc.name)
+	}
+	if names := d.Names(); !slices.Equal(names, want) {
+		t.Errorf("Names() = %v, want %v", names, want)
 	}
 	for i, tc := range tests {
 		dep, ok := d.Get(tc.name)
@@ -117,7 +135,7 @@ func TestLoadDependencies(t *testing.T) {
 		{name: "unknown top-level key", content: "dependency:\n  order: {}\n",
 			errs: []string{"dependency: unknown key (known: dependencies) (line 1)"}},
 		{name: "unknown dependency", content: "dependencies:\n  payment:\n    timeout: 1s\n",
-			errs: []string{"dependencies.payment: unknown key (known: order, inventory, coupon, logistics, cache) (line 2)"}},
+			errs: []string{"dependencies.payment: unknown key (known: " + strings.Join(append(downstream.Names(), "cache"), ", ") + ") (line 2)"}},
 		{name: "unknown nested key", content: "dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n",
 			errs: []string{"dependencies.coupon.breaker.windw: unknown key (known: window, buckets, min_requests,", "(line 4)"}},
 		{name: "bad duration", content: "dependencies:\n  coupon:\n    timeout: abc\n",
@@ -386,7 +404,23 @@ const examplePath = "../../config.example.yaml"
 // TestExampleFileEqualsDefaults keeps config.example.yaml honest: loaded over
 // an empty base it gives exactly the built-in defaults, and it lists every
 // key of every dependency with a comment.
+// TestExampleFileEqualsDefaults: config.example.yaml is generated from the
+// defaults and the reasons the registry and this package give for them
+// (config.ExampleFile; go test ./internal/config -update rewrites it), and
+// loads, over nothing, into exactly the defaults, every key with its reason.
 func TestExampleFileEqualsDefaults(t *testing.T) {
+	gen, err := config.ExampleFile()
+	if err != nil {
+		t.Fatalf("ExampleFile: %v", err)
+	}
+	if raw, _ := os.ReadFile(examplePath); string(raw) != gen {
+		if flag.Lookup("update").Value.String() != "true" {
+			t.Fatalf("%s is out of date; run go test ./internal/config -update", examplePath)
+		}
+		if err := os.WriteFile(examplePath, []byte(gen), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	got, err := config.LoadDependencies(examplePath, config.Dependencies{})
 	if err != nil {
 		t.Fatalf("LoadDependencies(example): %v", err)

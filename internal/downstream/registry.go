@@ -37,6 +37,15 @@ type Entry struct {
 	Defaults resilience.Config
 	// CacheMaxAge is how old a last-good answer may be and still be served.
 	CacheMaxAge time.Duration
+	// About says in one line what the section is and what its semantic
+	// default states; it heads the entry's section of config.example.yaml.
+	About string
+	// Why gives the reason for each default the entry chooses, by its key in
+	// the --config file ("timeout", "retry.max_attempts", "cache_max_age"):
+	// config.example.yaml is generated with it beside the value.
+	// internal/config gives the reasons of the defaults every dependency
+	// shares, and refuses an entry that sets a default without saying why.
+	Why map[string]string
 	// New builds the section; make it with SectionOf (or CoreOf for the
 	// order).
 	New Builder
@@ -96,52 +105,64 @@ func SectionOf[T any](api API[T], fallback func(orderdetail.Order) T) Builder {
 // 1500ms page budget with 100ms kept in reserve. No entry sets its bulkhead:
 // internal/config sizes each from --max-inflight, so admission, not a
 // bulkhead, is where orderagg sheds its own overload (an entry may still set
-// one, and a start-up warning then says when it is too small); config.example.yaml at the
-// repository root repeats them with the same reasons, and a test keeps the
-// two equal.
+// one, and a start-up warning then says when it is too small). Each entry
+// says why in About and Why, from which internal/config generates
+// config.example.yaml at the repository root (go test ./internal/config
+// -update).
 var registry = []Entry{
 	{
-		// The order is the core of the page: without it (live or cached) the
-		// answer is a 503. So it gets the largest sub-budget that still
-		// leaves room for a cache read and the reserve (1000+50+100 < 1500),
-		// and one retry (never three: a second retry could not fit). Its header data changes rarely and the section carries
-		// as_of, so a day-old copy beats an error page.
 		Name: "order", Section: "order", Core: true,
 		Defaults: resilience.Config{
 			Timeout: 1000 * time.Millisecond,
 			Retry:   resilience.RetryConfig{MaxAttempts: 2},
 		},
 		CacheMaxAge: 24 * time.Hour,
-		New:         CoreOf(OrderAPI),
+		About:       "the core section: without it (live or cached) the answer is a 503.",
+		Why: map[string]string{
+			"timeout":            "largest sub-budget that leaves a cache read and the reserve: 1000+50+100 < 1500",
+			"retry.max_attempts": "one retry: a transient failure would cost the whole page; a third could not fit",
+			"cache_max_age":      "header data changes rarely and the section shows as_of: a day-old order beats a 503",
+		},
+		New: CoreOf(OrderAPI),
 	},
 	{
-		// Stock is secondary (its default is "UNKNOWN", never "0") and moves
-		// fast: a copy older than a minute could promise stock that is gone.
 		Name: "inventory", Section: "inventory",
 		Defaults: resilience.Config{
 			Timeout: 600 * time.Millisecond,
 		},
 		CacheMaxAge: 60 * time.Second,
-		New:         SectionOf(InventoryAPI, orderdetail.UnknownInventory),
+		About:       "secondary: its default is status UNKNOWN, never 0 or OUT_OF_STOCK.",
+		Why: map[string]string{
+			"timeout":       "useful but optional, so well under the order's budget",
+			"cache_max_age": "stock moves fast: an older copy could promise stock that is gone",
+		},
+		New: SectionOf(InventoryAPI, orderdetail.UnknownInventory),
 	},
 	{
-		// Coupons decorate the page; an empty list is an honest default, so
-		// they get the smallest budget. Campaigns change over minutes.
 		Name: "coupon", Section: "coupons",
 		Defaults: resilience.Config{
 			Timeout: 300 * time.Millisecond,
 		},
 		CacheMaxAge: 5 * time.Minute,
-		New:         SectionOf(CouponAPI, orderdetail.NoCoupons),
+		About:       "decoration: its default is an empty list.",
+		Why: map[string]string{
+			"timeout":       "an empty list is an honest default, so the smallest budget",
+			"cache_max_age": "campaigns change over minutes, not seconds",
+		},
+		New: SectionOf(CouponAPI, orderdetail.NoCoupons),
 	},
 	{
-		// Shipment status moves with scan events, tens of minutes apart.
 		Name: "logistics", Section: "logistics",
 		Defaults: resilience.Config{
 			Timeout: 500 * time.Millisecond,
 		},
 		CacheMaxAge: 30 * time.Minute,
-		New:         SectionOf(LogisticsAPI, orderdetail.UnknownLogistics),
+		About:       "shipment status: its default is status UNKNOWN.",
+		Why: map[string]string{
+			"timeout":       "matters to the customer more than coupons, less than stock",
+			"cache_max_age": "status moves with scan events, tens of minutes apart",
+		},
+		New: SectionOf(LogisticsAPI, orderdetail.UnknownLogistics),
 	},
 }
 

@@ -2,6 +2,7 @@ package downstream
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,15 @@ func TestRegistryIsWellFormed(t *testing.T) {
 		}
 		if e.New == nil || e.CacheMaxAge <= 0 {
 			t.Errorf("entry %q needs a builder and a positive cache max age", e.Name)
+		}
+		// config.example.yaml prints these as comments: one line each.
+		if e.About == "" || e.Why["cache_max_age"] == "" {
+			t.Errorf("entry %q needs About and the reason for its cache max age (Why)", e.Name)
+		}
+		for k, why := range e.Why {
+			if why == "" || strings.ContainsAny(why+e.About, "\n") {
+				t.Errorf("entry %q: the reason for %s, and About, must be one non-empty line", e.Name, k)
+			}
 		}
 		if err := e.Defaults.WithDefaults().Validate(); err != nil {
 			t.Errorf("entry %q: defaults invalid: %v", e.Name, err)
