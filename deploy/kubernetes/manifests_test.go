@@ -10,7 +10,8 @@
 // finally runs the real orderagg binary with the Deployment's arguments and
 // environment to see its probes answer and its shutdown end in time.
 //
-// After editing config.example.yaml, regenerate the ConfigMap and the
+// After regenerating config.example.yaml (go test ./internal/config -update
+// at the repository root), regenerate the ConfigMap and the
 // Deployment's config checksum with:
 //
 //	go test -run TestConfigMap -update

@@ -179,16 +179,18 @@ func reviewRules(w wireReviews, orderID string) (Reviews, error) {
 // to the registry's list (internal/downstream/registry.go), after logistics:
 // the page shows sections in the list's order.
 var Entry = downstream.Entry{
-	// Reviews decorate the page like coupons, and "unknown" (no list, no
-	// average) is an honest default: a small sub-budget, 250ms. No
-	// bulkhead: internal/config sizes it from --max-inflight like the
-	// others'. The breaker, one retry and no hedging are the resilience defaults.
-	// Reviews change over hours, not seconds, so a copy up to 10 minutes
-	// old is still honest.
+	// No bulkhead: internal/config sizes it from --max-inflight like the
+	// others'. The breaker, one retry and no hedging are the resilience
+	// defaults, whose reasons internal/config gives.
 	Name: "reviews", Section: "reviews",
 	Defaults: resilience.Config{
 		Timeout: 250 * time.Millisecond,
 	},
 	CacheMaxAge: 10 * time.Minute,
-	New:         downstream.SectionOf(API, Unknown),
+	About:       "decoration, like coupons: its default is no reviews listed and average null (unknown).",
+	Why: map[string]string{
+		"timeout":       `a decoration whose "unknown" default is honest: a small sub-budget`,
+		"cache_max_age": "reviews change over hours, not seconds",
+	},
+	New: downstream.SectionOf(API, Unknown),
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,7 +39,8 @@ func registered(t *testing.T) downstream.Entry {
 func TestRegisteredEntryIsTheExample(t *testing.T) {
 	d := registered(t)
 	if d.Section != reviews.Entry.Section || d.Core || d.CacheMaxAge != reviews.Entry.CacheMaxAge ||
-		d.Defaults.WithDefaults() != reviews.Entry.Defaults.WithDefaults() {
+		d.Defaults.WithDefaults() != reviews.Entry.Defaults.WithDefaults() ||
+		d.About != reviews.Entry.About || !maps.Equal(d.Why, reviews.Entry.Why) {
 		t.Fatalf("registered %+v\nexample    %+v", d, reviews.Entry)
 	}
 	if names := downstream.Names(); names[len(names)-1] != "reviews" {

@@ -86,8 +86,8 @@ func (d *Dependencies) Update(name string, f func(*Dependency)) bool {
 
 // DefaultDependencies returns the built-in settings for the default
 // --max-inflight: DefaultDependenciesFor(DefaultMaxInflight).
-// config.example.yaml at the repository root repeats them, and a test keeps
-// the two equal.
+// config.example.yaml at the repository root is generated from them
+// (ExampleFile), and a test keeps the two equal.
 func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultMaxInflight) }
 
 // DefaultDependenciesFor returns the built-in settings when admission lets

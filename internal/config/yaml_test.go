@@ -401,13 +401,11 @@ func TestSettingsRoundTrip(t *testing.T) {
 
 const examplePath = "../../config.example.yaml"
 
-// TestExampleFileEqualsDefaults keeps config.example.yaml honest: loaded over
-// an empty base it gives exactly the built-in defaults, and it lists every
-// key of every dependency with a comment.
-// TestExampleFileEqualsDefaults: config.example.yaml is generated from the
-// defaults and the reasons the registry and this package give for them
-// (config.ExampleFile; go test ./internal/config -update rewrites it), and
-// loads, over nothing, into exactly the defaults, every key with its reason.
+// TestExampleFileEqualsDefaults keeps config.example.yaml honest: it is
+// generated from the defaults and the reasons the registry and this package
+// give for them (config.ExampleFile; go test ./internal/config -update
+// rewrites it), and loaded over an empty base it gives exactly the built-in
+// defaults, listing every key of every dependency with a comment.
 func TestExampleFileEqualsDefaults(t *testing.T) {
 	gen, err := config.ExampleFile()
 	if err != nil {
