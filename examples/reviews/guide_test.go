@@ -74,9 +74,10 @@ func guideFiles(t *testing.T, guide string) (byHand, generated []string) {
 }
 
 // regenerated are the files the patch leaves to the tests that rewrite them
-// with -update (TestREADMEConfigTables, deploy/kubernetes' TestConfigMap);
-// integration's TestReviewsRegistered runs both after applying it.
-var regenerated = []string{"README.md", "deploy/kubernetes/configmap.yaml", "deploy/kubernetes/deployment.yaml"}
+// with -update (TestREADMEConfigTables and TestExampleFileEqualsDefaults in
+// internal/config, deploy/kubernetes' TestConfigMap); integration's
+// TestReviewsRegistered runs them after applying it.
+var regenerated = []string{"README.md", "config.example.yaml", "deploy/kubernetes/configmap.yaml", "deploy/kubernetes/deployment.yaml"}
 
 // The guide lists exactly the files register.patch touches, the patch
 // applies to this tree, and every Go quote in the guide is code that
