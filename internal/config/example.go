@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,9 +16,10 @@ import (
 var exampleHeader = []string{
 	"orderagg per-dependency settings: the file given to `orderagg serve --config`.",
 	"",
-	"Every key is shown with its built-in default and why it is that; a test",
-	"(internal/config) keeps this file equal to the defaults, so it cannot drift.",
-	"Keep only the keys you change: an omitted key keeps its default.",
+	"Every key is shown with its built-in default and why it is that. The file is",
+	"generated from the code (go test ./internal/config -update), so it cannot",
+	"drift: copy it rather than edit it, and keep only the keys you change (an",
+	"omitted key keeps its default).",
 	"",
 	"- Durations are strings with a unit: \"300ms\", \"10s\", \"24h\".",
 	"- Unknown keys and invalid values are errors that name the key; at start-up",
@@ -160,7 +162,7 @@ func ExampleFile() (string, error) {
 }
 
 // errSkip leaves a key out of the file.
-var errSkip = fmt.Errorf("skip")
+var errSkip = errors.New("skip")
 
 // writeKeys writes mapping n's keys, in the struct's order, one a line with
 // the value as the file writes it and its reason as a comment.
