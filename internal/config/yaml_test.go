@@ -413,7 +413,7 @@ func TestExampleFileEqualsDefaults(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(examplePath); string(raw) != gen {
 		if flag.Lookup("update").Value.String() != "true" {
-			t.Fatalf("%s is out of date; run go test ./internal/config -update", examplePath)
+			t.Fatalf("%s is out of date; run go test ./internal/config -run TestExampleFileEqualsDefaults -update, then (cd deploy/kubernetes && go test -run TestConfigMap -update)", examplePath)
 		}
 		if err := os.WriteFile(examplePath, []byte(gen), 0o644); err != nil {
 			t.Fatal(err)
