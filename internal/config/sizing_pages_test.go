@@ -3,6 +3,7 @@ package config_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,8 +209,18 @@ func TestOldBulkheadsDegradeHealthyPages(t *testing.T) {
 		deps.Update(name, func(d *config.Dependency) { d.Bulkhead.MaxConcurrent = n })
 	}
 	notLive, _ := pagesAtOnce(t, deps, m)
-	if notLive["logistics REJECTED"] == 0 || notLive["inventory REJECTED"] == 0 {
-		t.Errorf("old bulkheads: sections not live %v, want REJECTED ones", notLive)
+	// Which bulkhead overflows first depends on the scheduling: a section
+	// REJECTED, or the order's bulkhead full (then the page is a 503 and its
+	// other sections are not even called). Either is a healthy page lost to
+	// orderagg's own limits.
+	rejected := 0
+	for what, n := range notLive {
+		if strings.HasSuffix(what, " REJECTED") || strings.Contains(what, "bulkhead full") {
+			rejected += n
+		}
+	}
+	if rejected == 0 {
+		t.Errorf("old bulkheads: sections not live %v, want pages or sections refused by a bulkhead", notLive)
 	}
 	if len(deps.Undersized(m)) != 5 {
 		t.Errorf("Undersized(%d) = %v, want all five", m, deps.Undersized(m))
