@@ -515,6 +515,9 @@ func TestWriteThrottleSkipsUnchanged(t *testing.T) {
 	if got := th.refreshAfter(2 * time.Second); got != time.Second {
 		t.Fatalf("refreshAfter(2s) = %v, want the interval, never less", got)
 	}
+	if got := th.refreshAfter(24 * time.Hour); got != maxUnchangedRefresh {
+		t.Fatalf("refreshAfter(24h) = %v, want %v: a copy the store lost must not wait hours", got, maxUnchangedRefresh)
+	}
 	const refresh = 10 * time.Second
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	steps := []struct {

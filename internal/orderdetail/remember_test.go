@@ -74,7 +74,7 @@ func TestUnchangedSectionsAreNotRewritten(t *testing.T) {
 		{11 * time.Second, 4}, // due, but unchanged and young
 		{16 * time.Second, 4}, // not due: checked at +11 s
 		{21 * time.Second, 5}, // inventory's copy is 21 s old: over 1 min / 4
-		{76 * time.Second, 7}, // inventory again (55 s old), coupons (76 s, over 5 min / 4)
+		{76 * time.Second, 9}, // inventory again (55 s old); coupons, logistics and the order (76 s: over the 1 min cap)
 	}
 	t0 := now
 	for _, s := range steps {

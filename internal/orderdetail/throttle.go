@@ -13,7 +13,7 @@ import (
 // written only if its content differs from the last copy written, or that
 // copy is getting old (changed): an unchanged answer is rewritten once its
 // copy is refreshAfter old, to move its as_of on before it nears the
-// section's max age.
+// section's max age, and to write again a copy the store lost.
 //
 // The cost is that a cached entry's as_of may trail the latest live answer:
 // by up to the interval when the content changed, by up to refreshAfter
@@ -43,10 +43,17 @@ type throttleEntry struct {
 const throttleShardCap = 8192
 
 // unchangedRefresh divides a section's max age into the age at which an
-// unchanged copy is rewritten anyway (never more often than the interval):
-// inventory (1 min) every 15 s, coupons (5 min) every 75 s, logistics
-// (30 min) every 7.5 min.
+// unchanged copy is rewritten anyway (never more often than the interval,
+// never less often than maxUnchangedRefresh): inventory (1 min) every 15 s,
+// coupons, logistics and the order every minute.
 const unchangedRefresh = 4
+
+// maxUnchangedRefresh bounds how long an unchanged answer goes unwritten.
+// The throttle records a copy as written when it hands it to the store,
+// which writes behind and may still lose it (Redis down, a full queue): a
+// lost copy is written again at most this much later, not a quarter of a
+// day later for the order.
+const maxUnchangedRefresh = time.Minute
 
 func newWriteThrottle(interval time.Duration) *writeThrottle {
 	if interval <= 0 {
@@ -61,7 +68,7 @@ func (t *writeThrottle) refreshAfter(maxAge time.Duration) time.Duration {
 	if t == nil {
 		return 0
 	}
-	return max(t.interval, maxAge/unchangedRefresh)
+	return max(t.interval, min(maxAge/unchangedRefresh, maxUnchangedRefresh))
 }
 
 // due reports whether (dep, id) may be considered for a write at now, and
