@@ -259,7 +259,8 @@ func (s *serving) buildPage() error {
 		// distinct orders, not the traffic (when the embedded server still
 		// ran the newest-wins script in Lua, 1 s cost more CPU than the
 		// page). A cached copy's as_of may trail the latest live
-		// answer by up to 10 s — well inside every max age (60 s and up).
+		// answer by up to 10 s when its content changed, by up to a
+		// minute when it did not (writeThrottle) — inside every max age.
 		RewriteInterval: 10 * time.Second,
 	})
 	if err != nil {
