@@ -83,21 +83,20 @@ func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
 	d := l.t.deps.get(e.Dependency)
 	name := e.Name()
 	ev := d.event(name)
-	in := &l.t.inst
-	in.events.Add(ctx, 1, ev.add...)
+	ev.n.Add(1)
 	switch {
 	case e.Fallback:
 	case e.Attempt == 0:
-		in.calls.Add(ctx, 1, d.dep.add...) // refused: a call that never reached the dependency
+		d.calls.n.Add(1) // refused: a call that never reached the dependency
 	default:
-		in.attempt.Record(ctx, e.Duration.Seconds(), ev.rec...)
+		l.t.inst.attempt.Record(ctx, e.Duration.Seconds(), ev.rec...)
 		switch {
 		case e.Hedge:
-			in.hedges.Add(ctx, 1, d.dep.add...)
+			d.hedges.n.Add(1)
 		case e.Attempt == 1:
-			in.calls.Add(ctx, 1, d.dep.add...)
+			d.calls.n.Add(1)
 		default:
-			in.retries.Add(ctx, 1, d.dep.add...)
+			d.retries.n.Add(1)
 		}
 	}
 	if l.t.tracing {
@@ -267,9 +266,9 @@ type observer struct{ t *Telemetry }
 func (o observer) CacheLookup(ctx context.Context, dep, outcome string) {
 	d := o.t.deps.get(dep)
 	if outcome == "hit" {
-		o.t.inst.events.Add(ctx, 1, d.event(EventCacheHit).add...)
+		d.event(EventCacheHit).n.Add(1)
 	} else {
-		o.t.inst.events.Add(ctx, 1, d.miss(outcome).add...)
+		d.miss(outcome).n.Add(1)
 	}
 	if o.t.tracing {
 		if rt := reqTraceFrom(ctx); rt == nil || !rt.cacheOutcome(ctx, dep, outcome) {

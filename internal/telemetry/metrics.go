@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,13 +77,19 @@ var latencyBuckets = []float64{
 	0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.5, 2,
 }
 
-// instruments are the synchronous instruments; the gauges and the cache's
-// counters are observable and registered by ObserveGuards and ObserveCache.
+// instruments are the meter's instruments. The per-dependency counters
+// (events, calls, retries, hedges) are observable: each series is an atomic
+// counter in depAttrs that the hot path increments and a scrape reads, as
+// the cache's counters are. A synchronous OpenTelemetry Add cost ~1 µs per
+// measurement under load (attribute-set lookup, exemplar filter walking the
+// request's context chain), about nine per page: 2–3 % of a healthy page's
+// CPU, see docs/design.md. The histograms stay synchronous; the gauges and
+// the cache's counters are registered by ObserveGuards and ObserveCache.
 type instruments struct {
-	events      metric.Int64Counter
-	calls       metric.Int64Counter
-	retries     metric.Int64Counter
-	hedges      metric.Int64Counter
+	events      metric.Int64ObservableCounter
+	calls       metric.Int64ObservableCounter
+	retries     metric.Int64ObservableCounter
+	hedges      metric.Int64ObservableCounter
 	attempt     metric.Float64Histogram
 	transitions metric.Int64Counter
 	toChanges   metric.Int64Counter
@@ -91,10 +98,15 @@ type instruments struct {
 	rejected    metric.Int64Counter
 }
 
-func (in *instruments) init(m metric.Meter) error {
+func (in *instruments) init(m metric.Meter, deps *cowMap[*depAttrs]) error {
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	observed := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, err := m.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 		errs = append(errs, err)
 		return c
 	}
@@ -104,49 +116,76 @@ func (in *instruments) init(m metric.Meter) error {
 		errs = append(errs, err)
 		return h
 	}
-	in.events = counter(nameEvents, "{event}",
+	in.events = observed(nameEvents, "{event}",
 		"Guarded dependency events, one series per event kind: success, failure, timeout, short_circuited, rejected, bad_request, deadline, fallback_success, fallback_failure, cache_hit, cache_miss (with reason).")
-	in.calls = counter(nameCalls, "{call}",
+	in.calls = observed(nameCalls, "{call}",
 		"Logical guarded calls, whether or not they reached the dependency; retries and hedges are not extra calls.")
-	in.retries = counter(nameRetries, "{attempt}", "Retry attempts (second and later attempts of a call, hedges excluded).")
-	in.hedges = counter(nameHedges, "{attempt}", "Hedged (backup) attempts started.")
+	in.retries = observed(nameRetries, "{attempt}", "Retry attempts (second and later attempts of a call, hedges excluded).")
+	in.hedges = observed(nameHedges, "{attempt}", "Hedged (backup) attempts started.")
 	in.attempt = histogram(nameAttemptDuration, "Duration of each physical attempt, by dependency and outcome.")
 	in.transitions = counter(nameBreakerTransitions, "{transition}", "Circuit breaker state changes, operator overrides included.")
 	in.toChanges = counter(nameTimeoutChanges, "{change}", "Moves of an adaptive sub-budget (timeout: auto), by direction: up or down.")
 	in.requests = counter(nameRequests, "{request}", "Order-detail answers by HTTP status and degraded flag.")
 	in.rejected = counter(nameAdmissionRejected, "{request}", "Order-detail requests refused at admission (503 OVERLOADED), before any work.")
 	in.reqDuration = histogram(nameRequestDuration, "Order-detail request duration, arrival to answer, by HTTP status and degraded flag.")
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, d := range deps.all() {
+			d.observe(in, o)
+		}
+		return nil
+	}, in.events, in.calls, in.retries, in.hedges)
+	return err
 }
 
-// opts is one attribute set, ready to pass to Add or Record. The option
+// opts is one attribute set, ready to pass to Add, Record or Observe. The option
 // slices are built once: a variadic call to an interface method would
 // otherwise allocate a fresh slice on every measurement.
 type opts struct {
 	add []metric.AddOption
 	rec []metric.RecordOption
+	obs []metric.ObserveOption
 }
 
 func newOpts(kvs ...attribute.KeyValue) opts {
 	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
-	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}, obs: []metric.ObserveOption{o}}
 }
 
-// depAttrs are one dependency's precomputed attribute sets. Building an
-// attribute set sorts and hashes; doing it once per dependency instead of per
-// event keeps OnEvent free of allocations on its common path.
+// series is one counter series: its attributes and its count so far.
+type series struct {
+	opts
+	n atomic.Int64
+}
+
+func newSeries(kvs ...attribute.KeyValue) *series { return &series{opts: newOpts(kvs...)} }
+
+// depAttrs are one dependency's counter series and precomputed attribute
+// sets. Building an attribute set sorts and hashes; doing it once per
+// dependency instead of per event keeps OnEvent free of allocations.
 type depAttrs struct {
-	name   string
-	dep    opts            // {dependency}
-	events map[string]opts // {dependency, event} by event name
-	misses map[string]opts // {dependency, event=cache_miss, reason} by reason
+	name    string
+	calls   *series            // {dependency}
+	retries *series            // {dependency}
+	hedges  *series            // {dependency}
+	events  map[string]*series // {dependency, event} by event name; read-only
+	misses  map[string]*series // {dependency, event=cache_miss, reason} by reason; read-only
+	// others holds the series of event names and miss reasons this package
+	// does not list (a kind resilience may add later), keyed "event" or
+	// "cache_miss/reason".
+	others cowMap[*series]
 
 	spanName     string // "dependency inventory"
 	fallbackName string // "fallback inventory"
 	spanDep      attribute.KeyValue
 }
 
-// knownEvents are the event names attribute sets are prebuilt for.
+// knownEvents are the event names series are prebuilt for. Every prebuilt
+// series is exported from start-up, at 0 until it happens: increase() and
+// rate() then see the first breaker trip or fallback as a rise from 0, not
+// as a series that appears already at 1 (which they read as no change).
 var knownEvents = []string{
 	"success", "failure", "timeout", "short_circuited", "rejected", "bad_request", "deadline",
 	"fallback_success", "fallback_failure", EventCacheHit,
@@ -156,45 +195,71 @@ var knownEvents = []string{
 var knownMissReasons = []string{"absent", "stale", "corrupt", "error"}
 
 func newDepAttrs(dep string) *depAttrs {
+	depKV := attribute.String(attrDependency, dep)
 	d := &depAttrs{
 		name:         dep,
-		dep:          newOpts(attribute.String(attrDependency, dep)),
-		events:       make(map[string]opts, len(knownEvents)),
-		misses:       make(map[string]opts, len(knownMissReasons)),
+		calls:        newSeries(depKV),
+		retries:      newSeries(depKV),
+		hedges:       newSeries(depKV),
+		events:       make(map[string]*series, len(knownEvents)),
+		misses:       make(map[string]*series, len(knownMissReasons)),
 		spanName:     "dependency " + dep,
 		fallbackName: "fallback " + dep,
 		spanDep:      attrSpanDependency.String(dep),
 	}
+	d.others.build = func(key string) *series {
+		event, reason, isMiss := strings.Cut(key, "/")
+		if isMiss {
+			return d.missSeries(reason)
+		}
+		return d.eventSeries(event)
+	}
 	for _, ev := range knownEvents {
-		d.events[ev] = d.eventOpts(ev)
+		d.events[ev] = d.eventSeries(ev)
 	}
 	for _, r := range knownMissReasons {
-		d.misses[r] = d.missOpts(r)
+		d.misses[r] = d.missSeries(r)
 	}
 	return d
 }
 
-func (d *depAttrs) eventOpts(event string) opts {
-	return newOpts(attribute.String(attrDependency, d.name), attribute.String(attrEvent, event))
+func (d *depAttrs) eventSeries(event string) *series {
+	return newSeries(attribute.String(attrDependency, d.name), attribute.String(attrEvent, event))
 }
 
-func (d *depAttrs) missOpts(reason string) opts {
-	return newOpts(attribute.String(attrDependency, d.name), attribute.String(attrEvent, EventCacheMiss),
+func (d *depAttrs) missSeries(reason string) *series {
+	return newSeries(attribute.String(attrDependency, d.name), attribute.String(attrEvent, EventCacheMiss),
 		attribute.String(attrReason, reason))
 }
 
-func (d *depAttrs) event(name string) opts {
-	if o, ok := d.events[name]; ok {
-		return o
+func (d *depAttrs) event(name string) *series {
+	if s, ok := d.events[name]; ok {
+		return s
 	}
-	return d.eventOpts(name) // a kind this package does not know yet
+	return d.others.get(name)
 }
 
-func (d *depAttrs) miss(reason string) opts {
-	if o, ok := d.misses[reason]; ok {
-		return o
+func (d *depAttrs) miss(reason string) *series {
+	if s, ok := d.misses[reason]; ok {
+		return s
 	}
-	return d.missOpts(reason)
+	return d.others.get(EventCacheMiss + "/" + reason)
+}
+
+// observe reports every series of d to a scrape.
+func (d *depAttrs) observe(in *instruments, o metric.Observer) {
+	o.ObserveInt64(in.calls, d.calls.n.Load(), d.calls.obs...)
+	o.ObserveInt64(in.retries, d.retries.n.Load(), d.retries.obs...)
+	o.ObserveInt64(in.hedges, d.hedges.n.Load(), d.hedges.obs...)
+	for _, s := range d.events {
+		o.ObserveInt64(in.events, s.n.Load(), s.obs...)
+	}
+	for _, s := range d.misses {
+		o.ObserveInt64(in.events, s.n.Load(), s.obs...)
+	}
+	for _, s := range d.others.all() {
+		o.ObserveInt64(in.events, s.n.Load(), s.obs...)
+	}
 }
 
 // cowMap is a map from dependency name to per-dependency state for the hot
@@ -204,6 +269,14 @@ type cowMap[V any] struct {
 	mu    sync.Mutex
 	m     atomic.Pointer[map[string]V]
 	build func(dep string) V
+}
+
+// all returns every value in the map, for a scrape.
+func (c *cowMap[V]) all() map[string]V {
+	if m := c.m.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 func (c *cowMap[V]) get(dep string) V {
@@ -348,24 +421,17 @@ func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
 	return nil
 }
 
-// zeroSeries adds 0 to every counter series a dependency can have, so that
-// each exists from start-up: increase() and rate() see the first breaker
-// trip or fallback as a rise from 0, not as a series that appears already
-// at 1 (which they read as no change).
+// zeroSeries makes every counter series a dependency can have exist from
+// start-up, at 0: increase() and rate() then see the first breaker trip or
+// fallback as a rise from 0, not as a series that appears already at 1
+// (which they read as no change). The observed counters export all their
+// prebuilt series once the dependency is known; the synchronous ones get an
+// Add of 0.
 func (t *Telemetry) zeroSeries(deps []string) {
 	ctx := context.Background()
 	in := &t.inst
 	for _, dep := range deps {
-		d := t.deps.get(dep)
-		for _, o := range d.events {
-			in.events.Add(ctx, 0, o.add...)
-		}
-		for _, o := range d.misses {
-			in.events.Add(ctx, 0, o.add...)
-		}
-		in.calls.Add(ctx, 0, d.dep.add...)
-		in.retries.Add(ctx, 0, d.dep.add...)
-		in.hedges.Add(ctx, 0, d.dep.add...)
+		t.deps.get(dep)
 		for _, dir := range []string{directionUp, directionDown} {
 			in.toChanges.Add(ctx, 0, timeoutChangeAttrs(dep, dir))
 		}

@@ -84,8 +84,16 @@ func TestEventsCountedSeparately(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", events, labels, got, w.n)
 		}
 	}
-	if n := len(fams[events].GetMetric()); n != len(want) {
-		t.Errorf("%s has %d series, want %d (nothing lumped, nothing extra)", events, n, len(want))
+	// Every known series of a dependency is exported from its first event,
+	// at 0 until it happens; the ones that happened are exactly those above.
+	nonzero := 0
+	for _, m := range fams[events].GetMetric() {
+		if m.GetCounter().GetValue() != 0 {
+			nonzero++
+		}
+	}
+	if nonzero != len(want) {
+		t.Errorf("%s has %d series above 0, want %d (nothing lumped, nothing extra)", events, nonzero, len(want))
 	}
 
 	// Logical calls: one per first attempt or refusal; retries and hedges
@@ -121,6 +129,33 @@ func TestEventsCountedSeparately(t *testing.T) {
 				t.Errorf("bucket le=%v holds %d, want the 250ms attempt only from le=0.3", b.GetUpperBound(), b.GetCumulativeCount())
 			}
 		}
+	}
+}
+
+// TestUnlistedEventsGetTheirOwnSeries: an event kind or miss reason this
+// package has no prebuilt series for (one resilience or the aggregator may
+// add later) is still counted, in a series of its own, and counted again on
+// its next occurrence rather than started over.
+func TestUnlistedEventsGetTheirOwnSeries(t *testing.T) {
+	h := newHarness(t)
+	l := h.tel.Listener(nil)
+	obs := h.tel.Observer()
+	ctx := context.Background()
+	unknown := resilience.Event{Dependency: "order", Kind: resilience.Kind(200), Attempt: 1, Start: time.Now()}
+	l.OnEvent(ctx, unknown)
+	l.OnEvent(ctx, unknown)
+	obs.CacheLookup(ctx, "order", "evicted")
+
+	fams := scrape(t, h.tel)
+	events := "orderagg_dependency_events_total"
+	if got := mustSample(t, fams, events, map[string]string{"dependency": "order", "event": unknown.Name()}); got != 2 {
+		t.Errorf("events{order,%s} = %v, want 2", unknown.Name(), got)
+	}
+	if got := mustSample(t, fams, events, map[string]string{"dependency": "order", "event": "cache_miss", "reason": "evicted"}); got != 1 {
+		t.Errorf("events{order,cache_miss,evicted} = %v, want 1", got)
+	}
+	if got := mustSample(t, fams, "orderagg_dependency_calls_total", map[string]string{"dependency": "order"}); got != 2 {
+		t.Errorf("calls{order} = %v, want 2", got)
 	}
 }
 

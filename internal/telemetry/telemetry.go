@@ -183,7 +183,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp),
 		sdkmetric.WithView(secondsViews...))
 	t.meter = t.mp.Meter(scopeName)
-	if err := t.inst.init(t.meter); err != nil {
+	if err := t.inst.init(t.meter, &t.deps); err != nil {
 		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
 	t.inst.rejected.Add(ctx, 0) // exists from start-up; see zeroSeries
