@@ -276,8 +276,11 @@ func TestRequestHeaders(t *testing.T) {
 	if r.URL.Path != "/inventory/v1/orders/o-2/stock" {
 		t.Errorf("path %s", r.URL.Path)
 	}
-	if _, ok := r.Header[HeaderBudget]; ok {
-		t.Errorf("%s sent without a deadline", HeaderBudget)
+	// Without a deadline of the caller's, the client's own timeout is the
+	// budget: the answer is abandoned after it.
+	ms, err = strconv.Atoi(r.Header.Get(HeaderBudget))
+	if err != nil || ms <= 800 || ms > int(DefaultTimeout/time.Millisecond) {
+		t.Errorf("%s = %q without a deadline, want whole ms in (800, %d]", HeaderBudget, r.Header.Get(HeaderBudget), DefaultTimeout/time.Millisecond)
 	}
 	if _, ok := r.Header[HeaderRequestID]; ok {
 		t.Errorf("%s sent without one in ctx", HeaderRequestID)
@@ -342,7 +345,7 @@ func TestTransportErrorsAreFailures(t *testing.T) {
 	// failure while the caller's own deadline is far away.
 	t.Run("response header timeout", func(t *testing.T) {
 		url := startHandler(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-		cl := newClients(t, url, Config{ResponseHeaderTimeout: 30 * time.Millisecond})
+		cl := newClients(t, url, Config{Timeout: 30 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		err := call(ctx, cl, sim.ServiceLogistics, "o-1")
@@ -642,7 +645,7 @@ func TestConfig(t *testing.T) {
 		{"query", Config{BaseURL: "http://host/?x=1"}, false},
 		{"negative conns", Config{BaseURL: "http://host", MaxConns: -1}, false},
 		{"negative dial timeout", Config{BaseURL: "http://host", DialTimeout: -time.Second}, false},
-		{"negative header timeout", Config{BaseURL: "http://host", ResponseHeaderTimeout: -1}, false},
+		{"negative timeout", Config{BaseURL: "http://host", Timeout: -1}, false},
 		{"negative body cap", Config{BaseURL: "http://host", MaxBodyBytes: -1}, false},
 	}
 	for _, tt := range tests {
@@ -658,7 +661,7 @@ func TestConfig(t *testing.T) {
 	}
 	d := Config{}.WithDefaults()
 	if d.MaxConns != DefaultMaxConns || d.DialTimeout != DefaultDialTimeout ||
-		d.ResponseHeaderTimeout != DefaultResponseHeaderTimeout || d.MaxBodyBytes != DefaultMaxBodyBytes {
+		d.Timeout != DefaultTimeout || d.MaxBodyBytes != DefaultMaxBodyBytes {
 		t.Errorf("defaults %+v", d)
 	}
 	if _, err := NewClients(Config{}, Endpoints{Order: "http://a", Inventory: "http://b", Coupon: "nope", Logistics: "http://d"}); err == nil ||

@@ -27,10 +27,13 @@ type Config struct {
 	// host is gone and retrying elsewhere beats waiting.
 	DialTimeout time.Duration
 
-	// ResponseHeaderTimeout bounds the wait for the response headers once the
-	// request is written. The caller's deadline is what normally ends a slow
-	// call; this is only a cap for callers without one. Default 2s.
-	ResponseHeaderTimeout time.Duration
+	// Timeout caps one call, answer and body, for a caller whose deadline
+	// is further away or who has none. The caller's deadline is what
+	// normally ends a slow call (the guard's sub-budget, well under the
+	// default), and then no timer of this client's own runs: a second timer
+	// per call (http.Transport's ResponseHeaderTimeout, which this replaces)
+	// cost ~1.5 µs of a page's CPU and never fired. Default 2s.
+	Timeout time.Duration
 
 	// MaxBodyBytes is the largest body accepted. Default 1 MiB; a real answer
 	// is a few KiB.
@@ -45,10 +48,10 @@ type Config struct {
 
 // Defaults applied by WithDefaults.
 const (
-	DefaultMaxConns              = 100
-	DefaultDialTimeout           = 200 * time.Millisecond
-	DefaultResponseHeaderTimeout = 2 * time.Second
-	DefaultMaxBodyBytes          = 1 << 20
+	DefaultMaxConns     = 100
+	DefaultDialTimeout  = 200 * time.Millisecond
+	DefaultTimeout      = 2 * time.Second
+	DefaultMaxBodyBytes = 1 << 20
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -59,8 +62,8 @@ func (c Config) WithDefaults() Config {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
-	if c.ResponseHeaderTimeout == 0 {
-		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
@@ -85,8 +88,8 @@ func (c Config) Validate() error {
 	if c.DialTimeout <= 0 {
 		bad("dial timeout must be positive, got %v", c.DialTimeout)
 	}
-	if c.ResponseHeaderTimeout <= 0 {
-		bad("response header timeout must be positive, got %v", c.ResponseHeaderTimeout)
+	if c.Timeout <= 0 {
+		bad("timeout must be positive, got %v", c.Timeout)
 	}
 	if c.MaxBodyBytes < 1 {
 		bad("max body bytes must be positive, got %d", c.MaxBodyBytes)
@@ -100,15 +103,14 @@ func (c Config) Validate() error {
 func newTransport(c Config) *http.Transport {
 	d := &net.Dialer{Timeout: c.DialTimeout, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxConnsPerHost:       c.MaxConns,
-		MaxIdleConnsPerHost:   c.MaxConns,
-		MaxIdleConns:          c.MaxConns,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   time.Second,
-		ResponseHeaderTimeout: c.ResponseHeaderTimeout,
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxConnsPerHost:     c.MaxConns,
+		MaxIdleConnsPerHost: c.MaxConns,
+		MaxIdleConns:        c.MaxConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: time.Second,
 	}
 }
 
