@@ -28,6 +28,7 @@ type Options struct {
 	Plot        string
 	RedisURL    string
 	CPUProfile  string
+	MemProfile  string
 
 	// set records the flags given on the command line or in the
 	// environment, so a scenario keeps its own defaults for the others.
@@ -105,6 +106,7 @@ func flags(o *Options) *config.Flags {
 	f.Choice(&o.Scenario, "scenario", "name", "run an in-process experiment instead of loading --url: "+strings.Join(scenarioNames(), ", "), scenarioNames())
 	f.String(&o.Plot, "plot", "dir", "with --scenario: write the experiment's SVG charts into this directory")
 	f.String(&o.CPUProfile, "cpuprofile", "file", "with --scenario: write a CPU profile of the whole experiment (load, simulator and aggregators share the process) for go tool pprof")
+	f.String(&o.MemProfile, "memprofile", "file", "with --scenario: write an allocation profile of the whole experiment for go tool pprof (-sample_index=alloc_space or alloc_objects)")
 	f.URL(&o.RedisURL, "redis-url", "with --scenario: the last-good cache of the in-process orderagg; empty: a redis-server child process when one is on PATH, else embedded",
 		[]string{"redis", "rediss"}, true)
 	return f
@@ -129,6 +131,9 @@ func parseOptions(args []string) (Options, error) {
 	}
 	if o.CPUProfile != "" && o.Scenario == "" {
 		return Options{}, usagef("--cpuprofile (%s) needs --scenario: profile your own deployment with its own tools", envName("cpuprofile"))
+	}
+	if o.MemProfile != "" && o.Scenario == "" {
+		return Options{}, usagef("--memprofile (%s) needs --scenario: profile your own deployment with its own tools", envName("memprofile"))
 	}
 	if o.RedisURL != "" && o.Scenario == "" {
 		return Options{}, usagef("--redis-url (%s) needs --scenario: it configures the experiments' in-process orderagg", envName("redis-url"))

@@ -250,6 +250,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"--plot", "/tmp/x"}, nil, "--plot"},
 		{[]string{"--redis-url", "redis://127.0.0.1:6379"}, nil, "--redis-url"},
 		{[]string{"--cpuprofile", "/tmp/cpu.out"}, nil, "--cpuprofile"},
+		{[]string{"--memprofile", "/tmp/mem.out"}, nil, "--memprofile"},
 		{[]string{"--scenario", "floor", "--redis-url", "http://127.0.0.1:6379"}, nil, "--redis-url"},
 		{[]string{"--bogus"}, nil, "-bogus"},
 		{[]string{"extra"}, nil, "extra"},
@@ -353,8 +354,8 @@ func TestInterruptPrintsPartialFigures(t *testing.T) {
 func TestTableMatchesHelp(t *testing.T) {
 	_, help, _ := runMain(t, context.Background(), nil, "--help")
 	rows := Table()
-	if len(rows) != 14 {
-		t.Fatalf("%d rows for 14 flags", len(rows))
+	if len(rows) != 15 {
+		t.Fatalf("%d rows for 15 flags", len(rows))
 	}
 	for _, r := range rows {
 		if !strings.Contains(help, r.Name) || !strings.Contains(help, r.Env) {

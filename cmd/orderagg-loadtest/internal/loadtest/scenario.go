@@ -237,6 +237,20 @@ func runScenario(ctx context.Context, o Options, args []string, stdout, stderr i
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if o.MemProfile != "" {
+		f, err := os.Create(o.MemProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "orderagg-loadtest: --memprofile: %v\n", err)
+			return 1
+		}
+		defer func() {
+			// The allocs profile counts every allocation since the process
+			// began, sampled as the runtime does by default.
+			if err := errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close()); err != nil {
+				fmt.Fprintf(stderr, "orderagg-loadtest: --memprofile: %v\n", err)
+			}
+		}()
+	}
 	switch {
 	case o.RedisURL != "":
 		e.report.Cache = "--redis-url " + o.RedisURL
