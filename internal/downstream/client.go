@@ -152,7 +152,6 @@ func (b *base) get(ctx context.Context, path string) ([]byte, error) {
 	req.URL, req.Host = &u, u.Host
 	// Canonical keys set directly: the constant values are shared, not
 	// copied per call (nothing downstream of here modifies a header value).
-	req.Header = make(http.Header, 4)
 	req.Header["Accept"] = acceptJSON
 	req.Header["User-Agent"] = userAgentValue
 	if dl, ok := ctx.Deadline(); ok {

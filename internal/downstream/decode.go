@@ -176,20 +176,44 @@ func stockRules(w wireStock, orderID string) (orderdetail.Inventory, error) {
 	c.OrderID(Top("order_id"), w.OrderID, orderID)
 	c.List("items", w.Items == nil)
 	inv := orderdetail.Inventory{Status: orderdetail.InventoryConfirmed, Items: make([]orderdetail.StockItem, 0, len(w.Items))}
-	seen := make(map[string]bool, len(w.Items))
+	// A stock list is a handful of lines: comparing with those before is
+	// cheaper than a map per answer. A long one gets the map.
+	var seen map[string]bool
+	if len(w.Items) > linearScanMax {
+		seen = make(map[string]bool, len(w.Items))
+	}
 	for i, it := range w.Items {
 		sku := c.NonEmpty(Elem("items", i, "sku"), it.SKU)
 		avail := AtLeast(&c, Elem("items", i, "available"), it.Available, 0)
-		if seen[sku] {
+		if listed(inv.Items, seen, sku) {
 			c.Fail("items[%d].sku %q is listed twice", i, sku)
 		}
-		seen[sku] = true
+		if seen != nil {
+			seen[sku] = true
+		}
 		inv.Items = append(inv.Items, orderdetail.StockItem{SKU: sku, Available: &avail, Status: StockStatus(avail)})
 	}
 	if c.Err() != nil {
 		return orderdetail.Inventory{}, c.Err()
 	}
 	return inv, nil
+}
+
+// linearScanMax is the longest stock list checked for duplicates by a scan.
+const linearScanMax = 16
+
+// listed reports whether sku is among items already taken, by seen when
+// there is one.
+func listed(items []orderdetail.StockItem, seen map[string]bool, sku string) bool {
+	if seen != nil {
+		return seen[sku]
+	}
+	for _, it := range items {
+		if it.SKU == sku {
+			return true
+		}
+	}
+	return false
 }
 
 // decodeCoupons decodes the coupon service's answer for orderID. Items is

@@ -3,6 +3,7 @@ package downstream
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -122,6 +123,10 @@ func TestDecodeInventory(t *testing.T) {
 		decodeCase{"available negative", mutate(okStock, `"available":0`, `"available":-1`), false},
 		decodeCase{"available string", mutate(okStock, `"available":3`, `"available":"3"`), false},
 		decodeCase{"duplicate sku", mutate(okStock, `SKU-1001`, `SKU-1000`), false},
+		// Past linearScanMax lines duplicates are found by a map instead.
+		decodeCase{"long list", stockList(linearScanMax+4, -1), true},
+		decodeCase{"long list, duplicate sku", stockList(linearScanMax+4, linearScanMax+2), false},
+		decodeCase{"short list, duplicate last", stockList(linearScanMax, linearScanMax-1), false},
 	)
 	runDecodeCases(t, decodeInventory, cases)
 
@@ -280,4 +285,18 @@ func FuzzDecodeLogistics(f *testing.F) {
 			}
 		}
 	})
+}
+
+// stockList is an inventory answer for o-1 with n distinct SKUs, but line
+// dup (unless negative) repeats line 0's.
+func stockList(n, dup int) string {
+	items := make([]string, n)
+	for i := range items {
+		sku := i
+		if i == dup {
+			sku = 0
+		}
+		items[i] = fmt.Sprintf(`{"sku":"SKU-%d","available":1}`, sku)
+	}
+	return `{"order_id":"o-1","items":[` + strings.Join(items, ",") + `]}`
 }

@@ -82,6 +82,9 @@ func New(cfg Config) (*Aggregator, error) {
 	if cfg.Store == nil || cfg.CacheGuard == nil {
 		return nil, errors.New("orderdetail: Store and CacheGuard are required")
 	}
+	if n := 1 + len(cfg.Sections); n > maxThrottledSections {
+		return nil, fmt.Errorf("orderdetail: %d dependencies, at most %d", n, maxThrottledSections)
+	}
 	seen := map[string]bool{cfg.Core.name: true}
 	for _, d := range cfg.Sections {
 		if d.core || d.fallback == nil || d.guard == nil {
@@ -126,14 +129,21 @@ func (a *Aggregator) Close() { a.workers.Close() }
 // While the order's breaker refuses calls, the order is resolved first, alone
 // (see coreGate): a page that can only be a 503 calls no other dependency.
 func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
-	pageCtx, cancelPage := context.WithCancel(ctx)
-	defer cancelPage()
-	work := pageCtx
+	// The calls run on work, which ends Reserve before the page's deadline;
+	// the fallbacks run on ctx and so keep the reserve. Cancelling work
+	// abandons the page: the calls stop and no fallback follows (resolve).
+	// One context, not a cancellable page context with work under it: each
+	// costs a cancelCtx, its children map and its Done channel.
+	var (
+		work        context.Context
+		abandonPage context.CancelFunc
+	)
 	if dl, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		work, cancel = context.WithDeadline(pageCtx, dl.Add(-a.reserve))
-		defer cancel()
+		work, abandonPage = context.WithDeadline(ctx, dl.Add(-a.reserve))
+	} else {
+		work, abandonPage = context.WithCancel(ctx)
 	}
+	defer abandonPage()
 
 	sections := make([]Section, len(a.downstreams))
 	liveAt := make([]time.Time, len(a.downstreams))
@@ -143,7 +153,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 		for i := 1; i < len(a.downstreams); i++ {
 			a.workers.Go(func() {
 				defer wg.Done()
-				sections[i], liveAt[i] = a.resolve(work, pageCtx, a.downstreams[i], orderID)
+				sections[i], liveAt[i] = a.resolve(work, ctx, a.downstreams[i], orderID)
 			})
 		}
 	}
@@ -151,12 +161,12 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	if !coreFirst {
 		callOthers() // the usual case: a slow order overlaps the others
 	}
-	sections[0], liveAt[0] = a.resolve(work, pageCtx, a.downstreams[0], orderID)
+	sections[0], liveAt[0] = a.resolve(work, ctx, a.downstreams[0], orderID)
 	a.gate.settle(sections[0].Err)
 
 	core := sections[0]
 	if core.Body == nil {
-		cancelPage() // no page: stop the others now, then wait for them
+		abandonPage() // no page: stop the others now, then wait for them
 		wg.Wait()
 		if errors.Is(core.Err, ErrNotFound) {
 			return nil, fmt.Errorf("orderdetail: %s: %w", orderID, ErrOrderNotFound)
@@ -184,7 +194,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 // resolve fetches one section live, or else its last good answer. A section
 // with neither comes back with a nil Body (and, for the core, ends the
 // request); Get fills in the semantic default once the order is known.
-func (a *Aggregator) resolve(work, pageCtx context.Context, d Downstream, orderID string) (Section, time.Time) {
+func (a *Aggregator) resolve(work, page context.Context, d Downstream, orderID string) (Section, time.Time) {
 	s := Section{Name: d.name, BodyKey: d.bodyKey}
 	v, err := resilience.Do(work, d.guard, func(ctx context.Context) (any, error) { return d.fetch(ctx, orderID) })
 	if err == nil {
@@ -195,9 +205,12 @@ func (a *Aggregator) resolve(work, pageCtx context.Context, d Downstream, orderI
 	if d.core && errors.Is(err, ErrNotFound) {
 		return s, time.Time{} // the truth, not a failure: no fallback
 	}
+	if errors.Is(work.Err(), context.Canceled) {
+		return s, time.Time{} // the page was abandoned, or its caller left: nobody needs a fallback
+	}
 	// The fallback runs on the page's context, not the spent work budget: it
 	// has the reserve, bounded further by the guard's FallbackTimeout.
-	cached, ferr := resilience.Fallback(pageCtx, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
+	cached, ferr := resilience.Fallback(page, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
 		return a.lastGood(ctx, d, orderID)
 	})
 	if ferr == nil {
@@ -264,12 +277,9 @@ func (a *Aggregator) lastGood(ctx context.Context, d Downstream, orderID string)
 // request path. ctx is the request's, so that the write can be traced back
 // to it.
 func (a *Aggregator) remember(ctx context.Context, orderID string, sections []Section, liveAt []time.Time) {
+	key, due := a.throttle.due(orderID, liveAt) // liveAt is zero for a section not live
 	for i, s := range sections {
-		if s.Source != SourceLive {
-			continue
-		}
-		key, due := a.throttle.due(s.Name, orderID, liveAt[i])
-		if !due {
+		if due&(1<<i) == 0 {
 			continue
 		}
 		payload, err := json.Marshal(s.Body)
@@ -277,7 +287,7 @@ func (a *Aggregator) remember(ctx context.Context, orderID string, sections []Se
 			continue // our own types always marshal; nothing to remember otherwise
 		}
 		maxAge := a.downstreams[i].MaxAge()
-		if !a.throttle.changed(key, payload, liveAt[i], a.throttle.refreshAfter(maxAge)) {
+		if !a.throttle.changed(key, i, payload, liveAt[i], a.throttle.refreshAfter(maxAge)) {
 			continue
 		}
 		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, maxAge)

@@ -384,6 +384,45 @@ func TestOrderUnavailable(t *testing.T) {
 	}
 }
 
+// fallbackCounter counts the fallbacks each dependency's guard reports.
+type fallbackCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *fallbackCounter) OnEvent(_ context.Context, e resilience.Event) {
+	if e.Fallback {
+		c.mu.Lock()
+		c.n[e.Dependency]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *fallbackCounter) OnStateChange(resilience.StateChange) {}
+
+// TestAbandonedPageSkipsFallbacks: once the order has failed with nothing
+// cached, the page is a 503 and the other sections are stopped; none of
+// them then looks for a last-good copy it could only throw away.
+func TestAbandonedPageSkipsFallbacks(t *testing.T) {
+	fc := &fallbackCounter{n: map[string]int{}}
+	r := newRig(t, nil, resilience.WithListener(fc))
+	r.f.order = broken
+	r.f.inventory, r.f.coupon, r.f.logistics = hung, hung, hung
+	if _, err := r.get(t, time.Minute); !errors.Is(err, ErrOrderUnavailable) {
+		t.Fatalf("err %v, want ErrOrderUnavailable", err)
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.n["order"] != 1 {
+		t.Errorf("order fallbacks %d, want 1: the order looks for its last good copy", fc.n["order"])
+	}
+	for _, dep := range []string{"inventory", "coupon", "logistics"} {
+		if fc.n[dep] != 0 {
+			t.Errorf("%s fell back %d times on an abandoned page", dep, fc.n[dep])
+		}
+	}
+}
+
 func TestCacheFailureDegradesToDefault(t *testing.T) {
 	r := newRig(t, nil)
 	r.store.getErr = errors.New("redis: connection refused")
@@ -478,29 +517,56 @@ func TestEverythingHungStaysInsideDeadline(t *testing.T) {
 func TestWriteThrottle(t *testing.T) {
 	th := newWriteThrottle(time.Second)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	var never time.Time // a section not live on that page
 	steps := []struct {
-		dep, id string
-		at      time.Duration
-		want    bool
+		id     string
+		liveAt []time.Time // order, inventory
+		want   uint64
 	}{
-		{"order", "o-1", 0, true},
-		{"order", "o-1", 500 * time.Millisecond, false},
-		{"inventory", "o-1", 500 * time.Millisecond, true},
-		{"order", "o-2", 500 * time.Millisecond, true},
-		{"order", "o-1", time.Second, true},
-		{"order", "o-1", 1500 * time.Millisecond, false},
+		{"o-1", []time.Time{at(0), never}, 0b01},
+		{"o-1", []time.Time{at(500 * time.Millisecond), at(500 * time.Millisecond)}, 0b10}, // the order was checked at 0
+		{"o-2", []time.Time{at(500 * time.Millisecond), never}, 0b01},
+		{"o-1", []time.Time{at(time.Second), at(time.Second)}, 0b01}, // inventory was checked at +0.5 s
+		{"o-1", []time.Time{at(1500 * time.Millisecond), at(1500 * time.Millisecond)}, 0b10},
+		{"o-1", []time.Time{at(1700 * time.Millisecond), at(1700 * time.Millisecond)}, 0b00},
 	}
 	for _, s := range steps {
-		if _, got := th.due(s.dep, s.id, t0.Add(s.at)); got != s.want {
-			t.Fatalf("due(%s, %s, +%v) = %v", s.dep, s.id, s.at, got)
+		if _, got := th.due(s.id, s.liveAt); got != s.want {
+			t.Fatalf("due(%s, %v) = %02b, want %02b", s.id, s.liveAt, got, s.want)
 		}
 	}
 	var off *writeThrottle
 	// Twice: a real throttle would refuse the second call at the same instant.
 	for call := 1; call <= 2; call++ {
-		if _, ok := off.due("order", "o-1", t0); !ok || !off.changed(0, []byte("x"), t0, 0) {
-			t.Fatalf("a nil throttle refused call %d: it must allow everything", call)
+		if _, due := off.due("o-1", []time.Time{t0, never, t0}); due != 0b101 || !off.changed(0, 0, []byte("x"), t0, 0) {
+			t.Fatalf("a nil throttle refused call %d: it must allow every live section", call)
 		}
+	}
+}
+
+// TestWriteThrottleForgetsWhenFull: past its cap a shard starts over, so
+// memory stays bounded and a forgotten order is simply due again.
+func TestWriteThrottleForgetsWhenFull(t *testing.T) {
+	th := newWriteThrottle(time.Hour)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	live := []time.Time{t0}
+	if _, due := th.due("o-first", live); due != 1 {
+		t.Fatal("first sight not due")
+	}
+	for i := range len(th.shards) * throttleShardCap * 2 {
+		th.due(fmt.Sprintf("o-%d", i), live)
+	}
+	total := 0
+	for i := range th.shards {
+		n := len(th.shards[i].last)
+		if n > throttleShardCap {
+			t.Fatalf("shard %d holds %d orders, cap %d", i, n, throttleShardCap)
+		}
+		total += n
+	}
+	if _, due := th.due("o-first", live); due != 1 {
+		t.Fatalf("o-first still remembered among %d orders: the shards never forgot", total)
 	}
 }
 
@@ -537,19 +603,23 @@ func TestWriteThrottleSkipsUnchanged(t *testing.T) {
 	}
 	for _, s := range steps {
 		now := t0.Add(s.at)
-		key, due := th.due("logistics", "o-1", now)
-		if !due {
-			t.Fatalf("+%v: not due, steps are a second apart or more", s.at)
+		key, due := th.due("o-1", []time.Time{{}, {}, {}, now}) // logistics, the fourth section
+		if due != 0b1000 {
+			t.Fatalf("+%v: due %04b, steps are a second apart or more", s.at, due)
 		}
-		if got := th.changed(key, []byte(s.payload), now, refresh); got != s.want {
+		if got := th.changed(key, 3, []byte(s.payload), now, refresh); got != s.want {
 			t.Fatalf("changed(%s, +%v) = %v, want %v", s.payload, s.at, got, s.want)
 		}
 	}
 	// Another order with the same content is its own pair.
 	now := t0.Add(101 * time.Second)
-	key, _ := th.due("logistics", "o-2", now)
-	if !th.changed(key, []byte(`{"a":1}`), now, refresh) {
+	key, _ := th.due("o-2", []time.Time{{}, {}, {}, now})
+	if !th.changed(key, 3, []byte(`{"a":1}`), now, refresh) {
 		t.Fatal("o-2's first copy was skipped")
+	}
+	// So is another section of the same order.
+	if !th.changed(key, 2, []byte(`{"a":1}`), now, refresh) {
+		t.Fatal("o-2's coupons were skipped for logistics' copy")
 	}
 }
 

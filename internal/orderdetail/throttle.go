@@ -8,17 +8,22 @@ import (
 
 // writeThrottle decides which live answers are written to the last-good
 // store. A popular order is answered many times a second; rewriting its
-// identical sections each time would only load Redis. So a (dependency,
-// order) pair is considered at most once per interval (due), and then
-// written only if its content differs from the last copy written, or that
-// copy is getting old (changed): an unchanged answer is rewritten once its
-// copy is refreshAfter old, to move its as_of on before it nears the
-// section's max age, and to write again a copy the store lost.
+// identical sections each time would only load Redis. So a section of an
+// order is considered at most once per interval (due), and then written only
+// if its content differs from the last copy written, or that copy is getting
+// old (changed): an unchanged answer is rewritten once its copy is
+// refreshAfter old, to move its as_of on before it nears the section's max
+// age, and to write again a copy the store lost.
 //
 // The cost is that a cached entry's as_of may trail the latest live answer:
 // by up to the interval when the content changed, by up to refreshAfter
 // when it did not — still an honest "this was live at as_of", and the copy
 // stays servable for at least max age − refreshAfter into an outage.
+//
+// State is kept per order, one slot per section, so that a page costs one
+// hash and one map lookup: a lookup per section was ~1 µs each under load
+// (the floor scenario; the maps are cold in the cache by the time an order
+// comes back).
 //
 // Memory is bounded: each shard forgets everything when it grows past its
 // cap, which at worst lets a few extra writes through.
@@ -30,17 +35,22 @@ type writeThrottle struct {
 
 type throttleShard struct {
 	mu   sync.Mutex
-	last map[uint64]throttleEntry
+	last map[uint64][]throttleEntry // by order; one entry per section
 }
 
-// throttleEntry is what the throttle remembers of one (dependency, order).
+// throttleEntry is what the throttle remembers of one section of an order.
 type throttleEntry struct {
 	checked time.Time // the last time it was due
 	written time.Time // when the last copy handed to the store was live
 	sum     uint64    // that copy's content hash; 0 before the first
 }
 
-const throttleShardCap = 8192
+// throttleShardCap is the orders a shard remembers (16 shards: 32,768
+// orders, under 8 MiB with four sections).
+const throttleShardCap = 2048
+
+// maxThrottledSections is how many sections due can report on: one bit each.
+const maxThrottledSections = 64
 
 // unchangedRefresh divides a section's max age into the age at which an
 // unchanged copy is rewritten anyway (never more often than the interval,
@@ -71,39 +81,39 @@ func (t *writeThrottle) refreshAfter(maxAge time.Duration) time.Duration {
 	return max(t.interval, min(maxAge/unchangedRefresh, maxUnchangedRefresh))
 }
 
-// due reports whether (dep, id) may be considered for a write at now, and
-// if so records it; key identifies the pair for changed. A nil throttle
-// lets everything through.
-func (t *writeThrottle) due(dep, id string, now time.Time) (key uint64, ok bool) {
+// due reports which sections of order id may be considered for a write:
+// bit i stands for section i, live at liveAt[i] (a zero time: not live,
+// never due). It records the due ones as checked; key identifies the order
+// for changed. A nil throttle lets every live section through.
+func (t *writeThrottle) due(id string, liveAt []time.Time) (key uint64, due uint64) {
 	if t == nil {
-		return 0, true
+		for i, at := range liveAt {
+			if !at.IsZero() {
+				due |= 1 << i
+			}
+		}
+		return 0, due
 	}
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	h.WriteString(dep)
-	h.WriteByte(0)
-	h.WriteString(id)
-	key = h.Sum64()
+	key = maphash.String(t.seed, id)
 	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.last[key]
-	if ok && now.Sub(e.checked) < t.interval {
-		return key, false
+	es := s.entries(key, len(liveAt))
+	for i, at := range liveAt {
+		if at.IsZero() || (!es[i].checked.IsZero() && at.Sub(es[i].checked) < t.interval) {
+			continue
+		}
+		es[i].checked = at
+		due |= 1 << i
 	}
-	if s.last == nil || (!ok && len(s.last) >= throttleShardCap) {
-		s.last = make(map[uint64]throttleEntry)
-	}
-	e.checked = now
-	s.last[key] = e
-	return key, true
+	return key, due
 }
 
-// changed reports whether payload, live at now, should be written for the
-// pair key came from: its content differs from the last copy written, or
-// that copy is refreshAfter old. If so it records payload as written. A nil
-// throttle lets everything through.
-func (t *writeThrottle) changed(key uint64, payload []byte, now time.Time, refreshAfter time.Duration) bool {
+// changed reports whether payload, section's answer live at now, should be
+// written for the order key came from: its content differs from the last
+// copy written, or that copy is refreshAfter old. If so it records payload
+// as written. A nil throttle lets everything through.
+func (t *writeThrottle) changed(key uint64, section int, payload []byte, now time.Time, refreshAfter time.Duration) bool {
 	if t == nil {
 		return true
 	}
@@ -111,19 +121,32 @@ func (t *writeThrottle) changed(key uint64, payload []byte, now time.Time, refre
 	s := t.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.last[key] // forgotten since due: written as if new
+	e := &s.entries(key, section+1)[section] // forgotten since due: written as if new
 	if e.sum == sum && now.Sub(e.written) < refreshAfter {
 		return false
-	}
-	if s.last == nil {
-		s.last = make(map[uint64]throttleEntry)
 	}
 	e.sum, e.written = sum, now
 	if e.checked.IsZero() {
 		e.checked = now
 	}
-	s.last[key] = e
 	return true
+}
+
+// entries returns the order's slots, at least n of them, making them (and
+// the shard's map, forgetting the rest when it is full) if need be. Call it
+// with s.mu held.
+func (s *throttleShard) entries(key uint64, n int) []throttleEntry {
+	es, ok := s.last[key]
+	if ok && len(es) >= n {
+		return es
+	}
+	if s.last == nil || (!ok && len(s.last) >= throttleShardCap) {
+		s.last = make(map[uint64][]throttleEntry)
+	}
+	grown := make([]throttleEntry, n)
+	copy(grown, es)
+	s.last[key] = grown
+	return grown
 }
 
 func (t *writeThrottle) shard(key uint64) *throttleShard {

@@ -89,7 +89,14 @@ func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
 	case e.Attempt == 0:
 		d.calls.n.Add(1) // refused: a call that never reached the dependency
 	default:
-		l.t.inst.attempt.Record(ctx, e.Duration.Seconds(), ev.rec...)
+		// An exemplar links an attempt to its span; with traces off there
+		// is none, and the SDK's filter would walk the request's context
+		// chain for a sampled span on every attempt to find that out.
+		mctx := ctx
+		if !l.t.tracing {
+			mctx = context.Background()
+		}
+		l.t.inst.attempt.Record(mctx, e.Duration.Seconds(), ev.rec...)
 		switch {
 		case e.Hedge:
 			d.hedges.n.Add(1)
