@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Compares two builds of orderagg-loadtest on the floor scenario, the way
+# docs/experiments.md ("floor") does: runs alternate (A B, B A, A B, …) so
+# that a machine drifting over the minutes weighs on both alike.
+#
+#   build/floor-ab.sh OUTDIR PAIRS BIN_A BIN_B
+#
+# Each run's report goes to OUTDIR/<bin>.<pair>.txt; OUTDIR/summary gets one
+# line per run: the CPU ratio with Redis, the median round's pages/s ratio
+# and the load average. Build each binary with
+#   go build -o BIN ./cmd/orderagg-loadtest
+# from the commit to measure. Needs redis-server on PATH to count Redis as
+# a deployment has it.
+set -euo pipefail
+
+if [ "$#" -ne 4 ]; then
+	sed -n '2,13p' "$0" >&2
+	exit 2
+fi
+out=$1 pairs=$2 a=$3 b=$4
+mkdir -p "$out"
+for i in $(seq 1 "$pairs"); do
+	if [ $((i % 2)) = 1 ]; then order="$a $b"; else order="$b $a"; fi
+	for bin in $order; do
+		report="$out/$(basename "$bin").$i.txt"
+		"$bin" --scenario floor >"$report" 2>&1
+		cpu=$(grep -o 'CPU per request with Redis.*' "$report" | grep -o '[0-9.]*× the floor' || true)
+		rate=$(grep -o 'median round [0-9.]*×' "$report" || true)
+		load=$(grep -o 'load average.*' "$report" || true)
+		echo "$(basename "$bin") run $i: $cpu | $rate | $load" | tee -a "$out/summary"
+	done
+done
