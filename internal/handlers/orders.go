@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"regexp"
 	"sync"
 	"time"
 
@@ -22,11 +21,23 @@ type Pager interface {
 	Get(ctx context.Context, orderID string) (*orderdetail.Page, error)
 }
 
-var orderIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidOrderID reports whether id may be looked up. Checked before any
-// downstream call, so a bad id costs nothing but this.
-func ValidOrderID(id string) bool { return orderIDPattern.MatchString(id) }
+// ValidOrderID reports whether id may be looked up: it matches
+// ^[A-Za-z0-9_-]{1,64}$. Checked before any downstream call, so a bad id
+// costs nothing but this. A loop, not the regexp: 0.8 µs a page under the
+// floor load for a regexp.MatchString; FuzzValidOrderID holds the two equal.
+func ValidOrderID(id string) bool {
+	if len(id) < 1 || len(id) > 64 {
+		return false
+	}
+	for i := range len(id) {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // orders serves GET /v1/orders/{id}.
 type orders struct {
