@@ -262,13 +262,14 @@ func (d *depAttrs) observe(in *instruments, o metric.Observer) {
 	}
 }
 
-// cowMap is a map from dependency name to per-dependency state for the hot
-// path: a read is one atomic load and a map lookup, with no lock to contend
-// on; a new dependency (a handful per process lifetime) copies the map.
+// cowMap is a map from a name (a dependency's; in depAttrs.others an
+// unlisted event's) to state for the hot path: a read is one atomic load and
+// a map lookup, with no lock to contend on; a new name (a handful per process
+// lifetime) copies the map.
 type cowMap[V any] struct {
 	mu    sync.Mutex
 	m     atomic.Pointer[map[string]V]
-	build func(dep string) V
+	build func(name string) V
 }
 
 // all returns every value in the map, for a scrape.
@@ -279,9 +280,9 @@ func (c *cowMap[V]) all() map[string]V {
 	return nil
 }
 
-func (c *cowMap[V]) get(dep string) V {
+func (c *cowMap[V]) get(name string) V {
 	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[dep]; ok {
+		if v, ok := (*m)[name]; ok {
 			return v
 		}
 	}
@@ -289,7 +290,7 @@ func (c *cowMap[V]) get(dep string) V {
 	defer c.mu.Unlock()
 	old := c.m.Load()
 	if old != nil {
-		if v, ok := (*old)[dep]; ok {
+		if v, ok := (*old)[name]; ok {
 			return v
 		}
 	}
@@ -297,8 +298,8 @@ func (c *cowMap[V]) get(dep string) V {
 	if old != nil {
 		maps.Copy(next, *old)
 	}
-	v := c.build(dep)
-	next[dep] = v
+	v := c.build(name)
+	next[name] = v
 	c.m.Store(&next)
 	return v
 }
