@@ -127,7 +127,7 @@ type rig struct {
 
 // newRig builds an aggregator over fakes, every guard built with cfgs[name]
 // (one attempt unless set) and opts.
-func newRig(t *testing.T, cfgs map[string]resilience.Config, opts ...resilience.Option) *rig {
+func newRig(t testing.TB, cfgs map[string]resilience.Config, opts ...resilience.Option) *rig {
 	t.Helper()
 	r := &rig{store: newFakeStore(), f: &fakes{order: healthy, inventory: healthy, coupon: healthy, logistics: healthy}, now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	guard := func(name string) *resilience.Guard {
@@ -627,8 +627,7 @@ func TestWriteThrottleSkipsUnchanged(t *testing.T) {
 // calls in parallel, assembly and the last-good hand-off — with instant fakes
 // in place of the HTTP clients.
 func BenchmarkGet(b *testing.B) {
-	t := &testing.T{}
-	r := newRig(t, nil)
+	r := newRig(b, nil) // b.Cleanup closes the aggregator, so its workers end with the benchmark
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
