@@ -26,8 +26,12 @@ GO_MODULES    := $(sort $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -
 # Pinned: a new staticcheck release may bring new checks. CI fetches it from
 # the Go module proxy; go run caches the binary.
 STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-# Per test binary; well under CI's budget so a hung test fails fast.
-TEST_TIMEOUT  ?= 5m
+# Per test binary; well under CI's 20 minutes so a hung test still fails the
+# run in time. The integration binary is the longest: its reviews check
+# patches a copy of the tree, then builds and tests most of it (90 s on an
+# idle machine, over 3 min beside the race-enabled packages), so the whole
+# binary takes 4–5 min in CI; at 5m one run in four on 2026-12-02 timed out.
+TEST_TIMEOUT  ?= 8m
 # compose-smoke uses its own project name and free host ports (SMOKE_PORT /
 # SMOKE_SIM_PORT fix them) so it cannot clash with anything already running.
 SMOKE_PROJECT ?= orderagg-smoke
