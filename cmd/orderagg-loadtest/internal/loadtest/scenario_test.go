@@ -49,12 +49,18 @@ func TestFloorScenario(t *testing.T) {
 	// With the redis-server child, orderagg's CPU per page counts it too
 	// (issue #17: "Redis included").
 	if strings.HasPrefix(r.Cache, "redis-server") {
-		found := false
+		found := ""
 		for _, f := range r.Findings {
-			found = found || strings.Contains(f, "CPU per request with Redis")
+			if strings.Contains(f, "CPU per request with Redis") {
+				found = f
+			}
 		}
-		if !found {
+		if found == "" {
 			t.Errorf("cache %q but no finding with Redis's CPU: %q", r.Cache, r.Findings)
+		}
+		// Beside the pooled ratio: each round's, nine of them, and their median.
+		if _, rounds, ok := strings.Cut(found, "per round "); !ok || len(strings.Split(rounds, ", ")) != 9 || !strings.Contains(found, "median round") {
+			t.Errorf("the CPU finding lacks the nine rounds' ratios and their median: %q", found)
 		}
 		if _, ok := r.Steps[0].Derived["redis_server_us_per_request"]; !ok {
 			t.Errorf("step %q has no redis_server_us_per_request: %v", r.Steps[0].Name, r.Steps[0].Derived)
