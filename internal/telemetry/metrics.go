@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,15 +166,11 @@ func newSeries(kvs ...attribute.KeyValue) *series { return &series{opts: newOpts
 // dependency instead of per event keeps OnEvent free of allocations.
 type depAttrs struct {
 	name    string
-	calls   *series            // {dependency}
-	retries *series            // {dependency}
-	hedges  *series            // {dependency}
-	events  map[string]*series // {dependency, event} by event name; read-only
-	misses  map[string]*series // {dependency, event=cache_miss, reason} by reason; read-only
-	// others holds the series of event names and miss reasons this package
-	// does not list (a kind resilience may add later), keyed "event" or
-	// "cache_miss/reason".
-	others cowMap[*series]
+	calls   *series         // {dependency}
+	retries *series         // {dependency}
+	hedges  *series         // {dependency}
+	events  cowMap[*series] // {dependency, event} by event name
+	misses  cowMap[*series] // {dependency, event=cache_miss, reason} by reason
 
 	spanName     string // "dependency inventory"
 	fallbackName string // "fallback inventory"
@@ -194,6 +189,9 @@ var knownEvents = []string{
 // knownMissReasons are the reasons orderdetail.Observer reports for a miss.
 var knownMissReasons = []string{"absent", "stale", "corrupt", "error"}
 
+// newDepAttrs builds dep's series, every known event and miss reason among
+// them; a name not listed (a kind resilience may add later) gets its series
+// on first sight.
 func newDepAttrs(dep string) *depAttrs {
 	depKV := attribute.String(attrDependency, dep)
 	d := &depAttrs{
@@ -201,70 +199,44 @@ func newDepAttrs(dep string) *depAttrs {
 		calls:        newSeries(depKV),
 		retries:      newSeries(depKV),
 		hedges:       newSeries(depKV),
-		events:       make(map[string]*series, len(knownEvents)),
-		misses:       make(map[string]*series, len(knownMissReasons)),
 		spanName:     "dependency " + dep,
 		fallbackName: "fallback " + dep,
 		spanDep:      attrSpanDependency.String(dep),
 	}
-	d.others.build = func(key string) *series {
-		event, reason, isMiss := strings.Cut(key, "/")
-		if isMiss {
-			return d.missSeries(reason)
-		}
-		return d.eventSeries(event)
+	d.events.build = func(event string) *series {
+		return newSeries(depKV, attribute.String(attrEvent, event))
+	}
+	d.misses.build = func(reason string) *series {
+		return newSeries(depKV, attribute.String(attrEvent, EventCacheMiss), attribute.String(attrReason, reason))
 	}
 	for _, ev := range knownEvents {
-		d.events[ev] = d.eventSeries(ev)
+		d.events.get(ev)
 	}
 	for _, r := range knownMissReasons {
-		d.misses[r] = d.missSeries(r)
+		d.misses.get(r)
 	}
 	return d
 }
 
-func (d *depAttrs) eventSeries(event string) *series {
-	return newSeries(attribute.String(attrDependency, d.name), attribute.String(attrEvent, event))
-}
-
-func (d *depAttrs) missSeries(reason string) *series {
-	return newSeries(attribute.String(attrDependency, d.name), attribute.String(attrEvent, EventCacheMiss),
-		attribute.String(attrReason, reason))
-}
-
-func (d *depAttrs) event(name string) *series {
-	if s, ok := d.events[name]; ok {
-		return s
-	}
-	return d.others.get(name)
-}
-
-func (d *depAttrs) miss(reason string) *series {
-	if s, ok := d.misses[reason]; ok {
-		return s
-	}
-	return d.others.get(EventCacheMiss + "/" + reason)
-}
+func (d *depAttrs) event(name string) *series  { return d.events.get(name) }
+func (d *depAttrs) miss(reason string) *series { return d.misses.get(reason) }
 
 // observe reports every series of d to a scrape.
 func (d *depAttrs) observe(in *instruments, o metric.Observer) {
 	o.ObserveInt64(in.calls, d.calls.n.Load(), d.calls.obs...)
 	o.ObserveInt64(in.retries, d.retries.n.Load(), d.retries.obs...)
 	o.ObserveInt64(in.hedges, d.hedges.n.Load(), d.hedges.obs...)
-	for _, s := range d.events {
+	for _, s := range d.events.all() {
 		o.ObserveInt64(in.events, s.n.Load(), s.obs...)
 	}
-	for _, s := range d.misses {
-		o.ObserveInt64(in.events, s.n.Load(), s.obs...)
-	}
-	for _, s := range d.others.all() {
+	for _, s := range d.misses.all() {
 		o.ObserveInt64(in.events, s.n.Load(), s.obs...)
 	}
 }
 
-// cowMap is a map from a name (a dependency's; in depAttrs.others an
-// unlisted event's) to state for the hot path: a read is one atomic load and
-// a map lookup, with no lock to contend on; a new name (a handful per process
+// cowMap is a map from a name (a dependency's, an event's, a miss
+// reason's) to state for the hot path: a read is one atomic load and a map
+// lookup, with no lock to contend on; a new name (a handful per process
 // lifetime) copies the map.
 type cowMap[V any] struct {
 	mu    sync.Mutex
