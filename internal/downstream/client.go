@@ -128,10 +128,15 @@ func (b *base) get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > b.timeout {
+	// From here the call always has a deadline, and left is what remains
+	// of it: the budget the request announces.
+	dl, ok := ctx.Deadline()
+	left := time.Until(dl)
+	if !ok || left > b.timeout {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, b.timeout, errCallTimeout)
 		defer cancel()
+		left = b.timeout
 	}
 	// The base URL was parsed once; copying it and setting the path skips
 	// a parse per call, and URL escapes the path when the request is
@@ -154,9 +159,7 @@ func (b *base) get(ctx context.Context, path string) ([]byte, error) {
 	// copied per call (nothing downstream of here modifies a header value).
 	req.Header["Accept"] = acceptJSON
 	req.Header["User-Agent"] = userAgentValue
-	if dl, ok := ctx.Deadline(); ok {
-		req.Header[HeaderBudget] = []string{strconv.FormatInt(max(0, time.Until(dl).Milliseconds()), 10)}
-	}
+	req.Header[HeaderBudget] = []string{strconv.FormatInt(max(0, left.Milliseconds()), 10)}
 	if id := RequestIDFrom(ctx); id != "" {
 		req.Header[HeaderRequestID] = []string{id}
 	}

@@ -3,6 +3,7 @@ package downstream
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
@@ -185,11 +186,14 @@ func stockRules(w wireStock, orderID string) (orderdetail.Inventory, error) {
 	for i, it := range w.Items {
 		sku := c.NonEmpty(Elem("items", i, "sku"), it.SKU)
 		avail := AtLeast(&c, Elem("items", i, "available"), it.Available, 0)
-		if listed(inv.Items, seen, sku) {
-			c.Fail("items[%d].sku %q is listed twice", i, sku)
-		}
+		dup := false
 		if seen != nil {
-			seen[sku] = true
+			dup, seen[sku] = seen[sku], true
+		} else {
+			dup = slices.ContainsFunc(inv.Items, func(it orderdetail.StockItem) bool { return it.SKU == sku })
+		}
+		if dup {
+			c.Fail("items[%d].sku %q is listed twice", i, sku)
 		}
 		inv.Items = append(inv.Items, orderdetail.StockItem{SKU: sku, Available: &avail, Status: StockStatus(avail)})
 	}
@@ -201,20 +205,6 @@ func stockRules(w wireStock, orderID string) (orderdetail.Inventory, error) {
 
 // linearScanMax is the longest stock list checked for duplicates by a scan.
 const linearScanMax = 16
-
-// listed reports whether sku is among items already taken, by seen when
-// there is one.
-func listed(items []orderdetail.StockItem, seen map[string]bool, sku string) bool {
-	if seen != nil {
-		return seen[sku]
-	}
-	for _, it := range items {
-		if it.SKU == sku {
-			return true
-		}
-	}
-	return false
-}
 
 // decodeCoupons decodes the coupon service's answer for orderID. Items is
 // never nil.

@@ -29,9 +29,10 @@
 //   - the caller's context ending: wraps ctx.Err() (a deadline).
 //
 // The client's own timeouts (the dial timeout, Config.Timeout for a caller
-// whose deadline is further away or absent) are failures of the dependency, not deadlines of the caller, even though
-// the net package makes them match context.DeadlineExceeded; so they are
-// reported as ErrTransport with the cause as text only.
+// whose deadline is further away or absent) are failures of the dependency,
+// not deadlines of the caller, even though the net package makes them match
+// context.DeadlineExceeded; so they are reported as ErrTransport with the
+// cause as text only.
 //
 // # Decoding
 //
