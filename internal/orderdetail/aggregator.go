@@ -129,21 +129,18 @@ func (a *Aggregator) Close() { a.workers.Close() }
 // While the order's breaker refuses calls, the order is resolved first, alone
 // (see coreGate): a page that can only be a 503 calls no other dependency.
 func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
-	// The calls run on work, which ends Reserve before the page's deadline;
-	// the fallbacks run on ctx and so keep the reserve. Cancelling work
-	// abandons the page: the calls stop and no fallback follows (resolve).
-	// One context, not a cancellable page context with work under it: each
-	// costs a cancelCtx, its children map and its Done channel.
-	var (
-		work        context.Context
-		abandonPage context.CancelFunc
-	)
-	if dl, ok := ctx.Deadline(); ok {
-		work, abandonPage = context.WithDeadline(ctx, dl.Add(-a.reserve))
-	} else {
-		work, abandonPage = context.WithCancel(ctx)
-	}
+	// The calls run on work and end by callsEnd, Reserve before the page's
+	// deadline; the fallbacks run on ctx and so keep the reserve. Cancelling
+	// work abandons the page: the calls stop and no fallback follows
+	// (resolve). callsEnd is not work's deadline: each call's guard cuts
+	// the call there with the timer of its sub-budget, where a deadline of
+	// work's own would add a timer per page (see resilience.DoUntil).
+	work, abandonPage := context.WithCancel(ctx)
 	defer abandonPage()
+	var callsEnd time.Time
+	if dl, ok := ctx.Deadline(); ok {
+		callsEnd = dl.Add(-a.reserve)
+	}
 
 	sections := make([]Section, len(a.downstreams))
 	liveAt := make([]time.Time, len(a.downstreams))
@@ -153,7 +150,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 		for i := 1; i < len(a.downstreams); i++ {
 			a.workers.Go(func() {
 				defer wg.Done()
-				sections[i], liveAt[i] = a.resolve(work, ctx, a.downstreams[i], orderID)
+				sections[i], liveAt[i] = a.resolve(work, callsEnd, ctx, a.downstreams[i], orderID)
 			})
 		}
 	}
@@ -161,7 +158,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	if !coreFirst {
 		callOthers() // the usual case: a slow order overlaps the others
 	}
-	sections[0], liveAt[0] = a.resolve(work, ctx, a.downstreams[0], orderID)
+	sections[0], liveAt[0] = a.resolve(work, callsEnd, ctx, a.downstreams[0], orderID)
 	a.gate.settle(sections[0].Err)
 
 	core := sections[0]
@@ -191,12 +188,13 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	return page, nil
 }
 
-// resolve fetches one section live, or else its last good answer. A section
-// with neither comes back with a nil Body (and, for the core, ends the
-// request); Get fills in the semantic default once the order is known.
-func (a *Aggregator) resolve(work, page context.Context, d Downstream, orderID string) (Section, time.Time) {
+// resolve fetches one section live, by callsEnd at the latest, or else its
+// last good answer. A section with neither comes back with a nil Body (and,
+// for the core, ends the request); Get fills in the semantic default once
+// the order is known.
+func (a *Aggregator) resolve(work context.Context, callsEnd time.Time, page context.Context, d Downstream, orderID string) (Section, time.Time) {
 	s := Section{Name: d.name, BodyKey: d.bodyKey}
-	v, err := resilience.Do(work, d.guard, func(ctx context.Context) (any, error) { return d.fetch(ctx, orderID) })
+	v, err := resilience.DoUntil(work, d.guard, callsEnd, func(ctx context.Context) (any, error) { return d.fetch(ctx, orderID) })
 	if err == nil {
 		s.Source, s.Body = SourceLive, v
 		return s, a.now()

@@ -514,6 +514,35 @@ func TestEverythingHungStaysInsideDeadline(t *testing.T) {
 	}
 }
 
+// TestReserveCutIsTheCallersDeadline: a call still running when only the
+// reserve is left is cut there, for the page's sake, not because the
+// dependency broke its sub-budget. The section says DEADLINE and serves its
+// last good copy; the dependency's guard counts no timeout.
+func TestReserveCutIsTheCallersDeadline(t *testing.T) {
+	r := newRig(t, map[string]resilience.Config{"logistics": {Timeout: time.Hour}})
+	if _, err := r.get(t, time.Second); err != nil { // remembers a live copy
+		t.Fatal(err)
+	}
+	r.f.logistics = hung
+	p, err := r.get(t, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := section(p, "logistics")
+	if s.Source != SourceCache || s.Reason != ReasonDeadline {
+		t.Fatalf("logistics from %s, reason %q; want its cached copy, DEADLINE", s.Source, s.Reason)
+	}
+	var g *resilience.Guard
+	for _, d := range r.agg.downstreams {
+		if d.Name() == "logistics" {
+			g = d.Guard()
+		}
+	}
+	if c := g.Snapshot(time.Second).Counts; c["timeout"] != 0 || c["failure"] != 0 {
+		t.Errorf("logistics counts %v: the cut is not the dependency's timeout", c)
+	}
+}
+
 func TestWriteThrottle(t *testing.T) {
 	th := newWriteThrottle(time.Second)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

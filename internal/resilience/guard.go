@@ -178,6 +178,21 @@ func (g *Guard) ForceBreaker(f Force) {
 // A nil error means fn's value is good. Otherwise the error is an *Error
 // whose Kind says what happened; it wraps fn's last error.
 func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error)) (T, error) {
+	return DoUntil(ctx, g, time.Time{}, fn)
+}
+
+// DoUntil is Do for a call that must also end by until (zero: no such
+// bound), earlier than ctx's deadline: the caller keeps the rest of its time
+// for itself. The call's context carries the nearer of the sub-budget's end
+// and until as its deadline. A call cut at until is the caller's doing
+// (KindDeadline), like one cut at ctx's deadline, and teaches the breaker
+// nothing.
+//
+// It spares the caller a context of its own for the bound: a context with a
+// deadline is a runtime timer, and creating one wakes an idle thread. The
+// guard arms a timer for the call's sub-budget anyway, and the bound rides
+// on it.
+func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	s := g.cur.Load()
 	cfg := &s.cfg
@@ -196,14 +211,31 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 		g.adapt(s, start)
 		budget = time.Duration(g.autoTO.Load())
 	}
-	clamped := false // the caller's deadline, not the sub-budget, bounds this call
-	if dl, ok := ctx.Deadline(); ok {
-		if left := dl.Sub(realStart); left <= budget {
-			budget, clamped = left, true
+	// The caller's bound is the nearer of until and ctx's deadline. When it,
+	// not the sub-budget, ends the call, the call's context must say so:
+	// ctx already does for its own deadline; until gets a cause.
+	bound, bounded := until, !until.IsZero()
+	viaCtx := false
+	if dl, ok := ctx.Deadline(); ok && (!bounded || dl.Before(until)) {
+		bound, bounded, viaCtx = dl, true, true
+	}
+	var boundCause error // non-nil: until cuts the call, through cctx
+	clamped := false     // ctx's deadline bounds the call; no context of our own
+	if bounded {
+		if left := bound.Sub(realStart); left <= budget {
+			budget = left
+			clamped = viaCtx
+			if !viaCtx {
+				boundCause = errCallerBound
+			}
 		}
 	}
 	if budget <= 0 || ctx.Err() != nil {
-		return zero, g.refuse(ctx, s, start, KindDeadline, ctx.Err())
+		cause := ctx.Err()
+		if cause == nil {
+			cause = context.DeadlineExceeded // until has passed
+		}
+		return zero, g.refuse(ctx, s, start, KindDeadline, cause)
 	}
 
 	t, ok, change := g.breaker.allow(start, &cfg.Breaker)
@@ -232,7 +264,7 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 	cctx := ctx
 	if !clamped {
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithDeadline(ctx, realStart.Add(budget))
+		cctx, cancel = context.WithDeadlineCause(ctx, realStart.Add(budget), boundCause)
 		defer cancel()
 	}
 
@@ -326,21 +358,24 @@ func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ti
 // sub-budget expiring is the dependency's timeout; the caller's deadline or
 // cancellation is not the dependency's fault.
 func classify(ctx, cctx context.Context, err error) Kind {
-	if cctx.Err() != nil && context.Cause(cctx) == errHedgeLost {
+	cut := cctx.Err() != nil
+	if cut && context.Cause(cctx) == errHedgeLost {
 		return KindDeadline // the other attempt answered first
 	}
+	// The caller's own time ran out: its context, or DoUntil's bound.
+	callerCut := ctx.Err() != nil || (cut && context.Cause(cctx) == errCallerBound)
 	if err == nil {
-		if cctx.Err() != nil && ctx.Err() == nil {
+		if cut && !callerCut {
 			// An answer that arrived after the budget is a timeout: the
 			// caller could not have waited for it.
 			return KindTimeout
 		}
 		return KindSuccess
 	}
-	if ctx.Err() != nil {
+	if callerCut {
 		return KindDeadline
 	}
-	if cctx.Err() != nil {
+	if cut {
 		return KindTimeout
 	}
 	k := KindOf(err)
@@ -503,3 +538,6 @@ func (g *Guard) notifyState(c *StateChange) {
 
 // errHedgeLost is the cause given to the losing attempt of a hedge.
 var errHedgeLost = errors.New("resilience: hedge lost")
+
+// errCallerBound is the cause of a call cut at DoUntil's bound.
+var errCallerBound = fmt.Errorf("resilience: the caller's bound: %w", context.DeadlineExceeded)
