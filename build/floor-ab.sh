@@ -6,8 +6,8 @@
 #   build/floor-ab.sh OUTDIR PAIRS BIN_A BIN_B
 #
 # Each run's report goes to OUTDIR/<bin>.<pair>.txt; OUTDIR/summary gets one
-# line per run: the CPU ratio with Redis, the median round's pages/s ratio
-# and the load average. Build each binary with
+# line per run: the CPU ratio with Redis (median round, then all rounds
+# pooled), the median round's pages/s ratio and the load average. Build each binary with
 #   go build -o BIN ./cmd/orderagg-loadtest
 # from the commit to measure. Needs redis-server on PATH to count Redis as
 # a deployment has it.
@@ -24,9 +24,10 @@ for i in $(seq 1 "$pairs"); do
 	for bin in $order; do
 		report="$out/$(basename "$bin").$i.txt"
 		"$bin" --scenario floor >"$report" 2>&1
-		cpu=$(grep -o 'CPU per request with Redis.*' "$report" | grep -o '[0-9.]*× the floor' || true)
-		rate=$(grep -o 'median round [0-9.]*×' "$report" || true)
+		cpu=$(grep -o "÷ the floor's: median round [0-9.]*×" "$report" | grep -o '[0-9.]*×$' || true)
+		pooled=$(grep 'CPU per request with Redis' "$report" | grep -o 'all rounds pooled [0-9.]*×' | grep -o '[0-9.]*×$' || true)
+		rate=$(grep -o 'throughput orderagg ÷ floor: median round [0-9.]*×' "$report" | grep -o '[0-9.]*×$' || true)
 		load=$(grep -o 'load average.*' "$report" || true)
-		echo "$(basename "$bin") run $i: $cpu | $rate | $load" | tee -a "$out/summary"
+		echo "$(basename "$bin") run $i: CPU with Redis ÷ floor $cpu (pooled $pooled) | pages/s ÷ floor $rate | $load" | tee -a "$out/summary"
 	done
 done

@@ -362,17 +362,15 @@ func classify(ctx, cctx context.Context, err error) Kind {
 	if cut && context.Cause(cctx) == errHedgeLost {
 		return KindDeadline // the other attempt answered first
 	}
-	// The caller's own time ran out: its context, or DoUntil's bound.
-	callerCut := ctx.Err() != nil || (cut && context.Cause(cctx) == errCallerBound)
 	if err == nil {
-		if cut && !callerCut {
+		if cut && !callerCut(ctx, cctx) {
 			// An answer that arrived after the budget is a timeout: the
 			// caller could not have waited for it.
 			return KindTimeout
 		}
 		return KindSuccess
 	}
-	if callerCut {
+	if callerCut(ctx, cctx) {
 		return KindDeadline
 	}
 	if cut {
@@ -385,6 +383,12 @@ func classify(ctx, cctx context.Context, err error) Kind {
 		return KindTimeout
 	}
 	return k
+}
+
+// callerCut reports whether the caller's own time ran out: its context
+// ended, or the call was cut at DoUntil's bound.
+func callerCut(ctx, cctx context.Context) bool {
+	return ctx.Err() != nil || (cctx.Err() != nil && context.Cause(cctx) == errCallerBound)
 }
 
 // mayRetry reports whether another attempt is worth making after the

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -58,9 +59,13 @@ func TestFloorScenario(t *testing.T) {
 		if found == "" {
 			t.Errorf("cache %q but no finding with Redis's CPU: %q", r.Cache, r.Findings)
 		}
-		// Beside the pooled ratio: each round's, nine of them, and their median.
-		if _, rounds, ok := strings.Cut(found, "per round "); !ok || len(strings.Split(rounds, ", ")) != 9 || !strings.Contains(found, "median round") {
-			t.Errorf("the CPU finding lacks the nine rounds' ratios and their median: %q", found)
+		// The median round's ratio is judged; each round's, nine of them,
+		// and the pooled ratio are shown beside it.
+		if _, rounds, ok := strings.Cut(found, "per round "); !ok || len(strings.Split(rounds, ", ")) != 9 || !strings.Contains(found, "all rounds pooled") {
+			t.Errorf("the CPU finding lacks the nine rounds' ratios and the pooled one: %q", found)
+		}
+		if !regexp.MustCompile(`median round [0-9.]+× \(target ≤ 1\.10×: (met|NOT met)\)`).MatchString(found) {
+			t.Errorf("the CPU finding does not judge the median round: %q", found)
 		}
 		if _, ok := r.Steps[0].Derived["redis_server_us_per_request"]; !ok {
 			t.Errorf("step %q has no redis_server_us_per_request: %v", r.Steps[0].Name, r.Steps[0].Derived)

@@ -342,9 +342,10 @@ type floorTally struct {
 	sent        map[string]int64
 	roundRatios []string  // orderagg ÷ floor throughput, formatted, in round order
 	roundValues []float64 // the same ratios
-	// orderagg's CPU per request, Redis included, ÷ the floor's, per round:
-	// shown beside the pooled ratio, which is the one judged, so that runs
-	// can tell whether a round's burst or a steady difference moved it.
+	// orderagg's CPU per request, Redis included, ÷ the floor's, per round.
+	// Issue #17 judges it, as throughput, in the median round: a burst of
+	// the shared machine's other work during one round moves the pooled
+	// ratio (shown beside it) but not the median.
 	cpuRoundRatios []string
 	cpuRoundValues []float64
 }
@@ -428,9 +429,10 @@ func (t *floorTally) report(e *experiment) Summary {
 		if e.redisPID != 0 {
 			withRedis := perReq[kindOrderagg] + redisReq[kindOrderagg]
 			slices.Sort(t.cpuRoundValues)
-			e.finding("CPU per request with Redis (this process plus the redis-server child during orderagg's rounds; the floor has no cache): orderagg %.0f + %.1f = %.0f µs, %.2f× the floor's (target ≤ 1.10×: %s); median round %.2f×, per round %s",
-				perReq[kindOrderagg], redisReq[kindOrderagg], withRedis, ratio(withRedis, perReq[kindFloor]), verdict(ratio(withRedis, perReq[kindFloor]) <= 1.10),
-				t.cpuRoundValues[len(t.cpuRoundValues)/2], strings.Join(t.cpuRoundRatios, ", "))
+			cpuMed := t.cpuRoundValues[len(t.cpuRoundValues)/2]
+			e.finding("CPU per request with Redis (this process plus the redis-server child during orderagg's rounds; the floor has no cache): orderagg %.0f + %.1f = %.0f µs; ÷ the floor's: median round %.2f× (target ≤ 1.10×: %s); all rounds pooled %.2f×; per round %s",
+				perReq[kindOrderagg], redisReq[kindOrderagg], withRedis, cpuMed, verdict(cpuMed <= 1.10),
+				ratio(withRedis, perReq[kindFloor]), strings.Join(t.cpuRoundRatios, ", "))
 		}
 	}
 	return a
