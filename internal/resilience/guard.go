@@ -189,9 +189,9 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 // nothing.
 //
 // It spares the caller a context of its own for the bound: a context with a
-// deadline is a runtime timer, and creating one wakes an idle thread. The
-// guard arms a timer for the call's sub-budget anyway, and the bound rides
-// on it.
+// deadline is a runtime timer, a cost well beyond its allocation under load
+// (docs/experiments.md, "floor"). The guard arms a timer for the call's
+// sub-budget anyway, and the bound rides on it.
 func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	s := g.cur.Load()
