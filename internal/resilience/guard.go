@@ -206,30 +206,7 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 
 	// Budget first: a call with no time left should not take a slot or a
 	// probe only to be cancelled.
-	budget := cfg.Timeout
-	if cfg.AutoTimeout {
-		g.adapt(s, start)
-		budget = time.Duration(g.autoTO.Load())
-	}
-	// The caller's bound is the nearer of until and ctx's deadline. When it,
-	// not the sub-budget, ends the call, the call's context must say so:
-	// ctx already does for its own deadline; until gets a cause.
-	bound, bounded := until, !until.IsZero()
-	viaCtx := false
-	if dl, ok := ctx.Deadline(); ok && (!bounded || dl.Before(until)) {
-		bound, bounded, viaCtx = dl, true, true
-	}
-	var boundCause error // non-nil: until cuts the call, through cctx
-	clamped := false     // ctx's deadline bounds the call; no context of our own
-	if bounded {
-		if left := bound.Sub(realStart); left <= budget {
-			budget = left
-			clamped = viaCtx
-			if !viaCtx {
-				boundCause = errCallerBound
-			}
-		}
-	}
+	budget, clamped, boundCause := g.budget(ctx, s, until, realStart, start)
 	if budget <= 0 || ctx.Err() != nil {
 		cause := ctx.Err()
 		if cause == nil {
@@ -279,6 +256,33 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 		return r.v, nil
 	}
 	return zero, &Error{Dependency: g.name, Kind: r.kind, Attempts: n, Err: r.err}
+}
+
+// budget is a call's time: the sub-budget in force, cut to the caller's
+// bound, the nearer of until and ctx's deadline. clamped: ctx's deadline
+// bounds the call, so its context serves as the call's. boundCause is set
+// when until bounds it: the call's own context then ends with that cause,
+// so the cut reads as the caller's (classify).
+func (g *Guard) budget(ctx context.Context, s *settings, until, realStart, start time.Time) (budget time.Duration, clamped bool, boundCause error) {
+	budget = s.cfg.Timeout
+	if s.cfg.AutoTimeout {
+		g.adapt(s, start)
+		budget = time.Duration(g.autoTO.Load())
+	}
+	bound, viaCtx := until, false
+	if dl, ok := ctx.Deadline(); ok && (until.IsZero() || dl.Before(until)) {
+		bound, viaCtx = dl, true
+	}
+	if bound.IsZero() {
+		return budget, false, nil
+	}
+	if left := bound.Sub(realStart); left <= budget {
+		budget, clamped = left, viaCtx
+		if !viaCtx {
+			boundCause = errCallerBound
+		}
+	}
+	return budget, clamped, boundCause
 }
 
 // runAttempts makes the attempts of an admitted call — hedged, or one at a
