@@ -79,10 +79,16 @@ func (e *experiment) alternate(ctx context.Context, p plan, rounds int, a, b con
 		out.cpuUS[c.name] = ratio(float64(cpu[c.name]/time.Microsecond), float64(sent[c.name]))
 		out.redisUS[c.name] = ratio(float64(rcpu[c.name]/time.Microsecond), float64(sent[c.name]))
 	}
-	sorted := slices.Clone(out.perRound)
-	slices.Sort(sorted)
-	out.median = sorted[len(sorted)/2]
+	out.median = medianOf(out.perRound)
 	return out, nil
+}
+
+// medianOf is the median round's value of per-round ratios (the upper
+// middle one for an even count), leaving v in round order.
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func roundList(v []float64) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -340,14 +339,12 @@ type floorTally struct {
 	window, cpu map[string]time.Duration
 	redisCPU    map[string]time.Duration // the redis-server child's, during orderagg's rounds
 	sent        map[string]int64
-	roundRatios []string  // orderagg ÷ floor throughput, formatted, in round order
-	roundValues []float64 // the same ratios
+	roundRatios []float64 // orderagg ÷ floor throughput, in round order
 	// orderagg's CPU per request, Redis included, ÷ the floor's, per round.
 	// Issue #17 judges it, as throughput, in the median round: a burst of
 	// the shared machine's other work during one round moves the pooled
 	// ratio (shown beside it) but not the median.
-	cpuRoundRatios []string
-	cpuRoundValues []float64
+	cpuRoundRatios []float64
 }
 
 // measureFloorRounds runs both aggregators at saturation in alternating
@@ -390,10 +387,8 @@ func measureFloorRounds(ctx context.Context, e *experiment, p plan, urls map[str
 			}
 			perReq[kind] = ratio(float64(used/time.Microsecond), float64(st.Sent))
 		}
-		t.roundRatios = append(t.roundRatios, f2(ratio(rps[kindOrderagg], rps[kindFloor])))
-		t.roundValues = append(t.roundValues, ratio(rps[kindOrderagg], rps[kindFloor]))
-		t.cpuRoundRatios = append(t.cpuRoundRatios, f2(ratio(perReq[kindOrderagg], perReq[kindFloor])))
-		t.cpuRoundValues = append(t.cpuRoundValues, ratio(perReq[kindOrderagg], perReq[kindFloor]))
+		t.roundRatios = append(t.roundRatios, ratio(rps[kindOrderagg], rps[kindFloor]))
+		t.cpuRoundRatios = append(t.cpuRoundRatios, ratio(perReq[kindOrderagg], perReq[kindFloor]))
 	}
 	return t, nil
 }
@@ -419,20 +414,18 @@ func (t *floorTally) report(e *experiment) Summary {
 	a, f := sums[kindOrderagg], sums[kindFloor]
 	r := ratio(a.RPS, f.RPS)
 	d := a.Latency.P50 - f.Latency.P50
-	slices.Sort(t.roundValues)
-	med := t.roundValues[len(t.roundValues)/2]
-	e.finding("throughput orderagg ÷ floor: median round %.2f× (target ≥ 0.90×: %s); all rounds pooled %.2f×; per round %s", med, verdict(med >= 0.90), r, strings.Join(t.roundRatios, ", "))
+	med := medianOf(t.roundRatios)
+	e.finding("throughput orderagg ÷ floor: median round %.2f× (target ≥ 0.90×: %s); all rounds pooled %.2f×; per round %s", med, verdict(med >= 0.90), r, roundList(t.roundRatios))
 	e.finding("P50 orderagg − floor at saturation = %+.2f ms (target ≤ 1 ms: %s); P99 %.2f vs %.2f ms", d, verdict(d <= 1), a.Latency.P99, f.Latency.P99)
 	if perReq[kindFloor] > 0 {
 		e.finding("CPU per request, the load generator and the simulator's four answers included (the same work for both): orderagg %.0f µs, floor %.0f µs (%.2f×): orderagg spends %.0f µs more per page. On a saturated machine throughput follows CPU per request, so this ratio is the noise-robust form of the first",
 			perReq[kindOrderagg], perReq[kindFloor], ratio(perReq[kindOrderagg], perReq[kindFloor]), perReq[kindOrderagg]-perReq[kindFloor])
 		if e.redisPID != 0 {
 			withRedis := perReq[kindOrderagg] + redisReq[kindOrderagg]
-			slices.Sort(t.cpuRoundValues)
-			cpuMed := t.cpuRoundValues[len(t.cpuRoundValues)/2]
+			cpuMed := medianOf(t.cpuRoundRatios)
 			e.finding("CPU per request with Redis (this process plus the redis-server child during orderagg's rounds; the floor has no cache): orderagg %.0f + %.1f = %.0f µs; ÷ the floor's: median round %.2f× (target ≤ 1.10×: %s); all rounds pooled %.2f×; per round %s",
 				perReq[kindOrderagg], redisReq[kindOrderagg], withRedis, cpuMed, verdict(cpuMed <= 1.10),
-				ratio(withRedis, perReq[kindFloor]), strings.Join(t.cpuRoundRatios, ", "))
+				ratio(withRedis, perReq[kindFloor]), roundList(t.cpuRoundRatios))
 		}
 	}
 	return a
