@@ -31,7 +31,7 @@ STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # patches a copy of the tree, then builds and tests most of it (90 s on an
 # idle machine, over 3 min beside the race-enabled packages), so the whole
 # binary takes 4–5 min in CI; at 5m one run in four on 2026-12-02 timed out.
-TEST_TIMEOUT  ?= 8m
+TEST_TIMEOUT  ?= 6m
 # compose-smoke uses its own project name and free host ports (SMOKE_PORT /
 # SMOKE_SIM_PORT fix them) so it cannot clash with anything already running.
 SMOKE_PROJECT ?= orderagg-smoke

@@ -73,11 +73,6 @@
 //     what only A fetched; one master stopped: pages stay live, writes to its
 //     slots (and only those) fail and are counted, its keys fall back; then
 //     cluster_state:fail: every answer still 200 within the deadline.
-//   - TestReviewsRegistered: docs/adding-a-dependency.md applied to a copy
-//     of the repository (examples/reviews/register.patch): the patched
-//     tree's suites in process, then its own image with the patched sim and
-//     Redis: a live reviews section, its last-good copy and its default.
-//     Needs go and git on PATH, and the docker CLI to build that image.
 //
 // Each scenario logs its measured figures (latencies, times to open and close
 // a breaker, goroutine counts); run with -v to see them.
