@@ -46,11 +46,11 @@ Every flag has an ORDERAGG_* environment twin; the flag wins.
 Run 'orderagg <command> --help' for the flags of a command.
 `
 
-// run is main without the exit: it returns the process's exit status, so
-// every deferred Close runs and tests can drive it. Flags' environment twins
-// are read from the process environment (ff does), as is OTEL_*.
+// run is main without the exit: it returns the process's exit status (0,
+// 1 for a failure, 2 for a usage error), so every deferred Close runs and
+// tests can drive it. SIGINT and SIGTERM end the command; SIGHUP reloads
+// serve's --config file.
 func run(args []string, stdout, stderr io.Writer) int {
-	getenv := os.Getenv
 	cmd := "serve"
 	switch {
 	case len(args) == 0:
@@ -68,31 +68,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		var cfg config.Serve
-		if cfg, err = config.ParseServe(args); err == nil {
-			reload := make(chan struct{}, 1)
+		if cfg, err = config.ParseServe(args); errors.Is(err, flag.ErrHelp) {
+			config.ServeUsage(stdout)
+			return 0
+		} else if err == nil {
+			// One pending reload at most: signals that arrive meanwhile
+			// are dropped, as they would ask for the same thing.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
-			forwardDone := make(chan struct{})
-			defer func() { <-forwardDone }()
-			fctx, cancelForward := context.WithCancel(ctx)
-			defer cancelForward()
-			go func() {
-				defer close(forwardDone)
-				forward(fctx, hup, reload)
-			}()
-			err = app.Serve(ctx, cfg, app.Env{Stdout: stdout, Stderr: stderr, Getenv: getenv, Reload: reload, Version: version})
-		} else if errors.Is(err, flag.ErrHelp) {
-			config.ServeUsage(stdout)
-			return 0
+			err = app.Serve(ctx, cfg, app.Env{Stderr: stderr, Reload: hup, Version: version})
 		}
 	case "sim":
 		var cfg config.Sim
-		if cfg, err = config.ParseSim(args); err == nil {
-			err = app.RunSim(ctx, cfg, app.Env{Stdout: stdout, Stderr: stderr, Getenv: getenv})
-		} else if errors.Is(err, flag.ErrHelp) {
+		if cfg, err = config.ParseSim(args); errors.Is(err, flag.ErrHelp) {
 			config.SimUsage(stdout)
 			return 0
+		} else if err == nil {
+			err = app.RunSim(ctx, cfg, app.Env{Stderr: stderr})
 		}
 	case "healthcheck":
 		return healthcheck(ctx, args, stdout, stderr)
@@ -106,30 +99,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "orderagg: unknown command %q\n%s", cmd, usage)
 		return 2
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.Is(err, config.ErrUsage):
-		fmt.Fprintf(stderr, "orderagg %s: %v\n", cmd, err)
+	}
+	fmt.Fprintf(stderr, "orderagg %s: %v\n", cmd, err)
+	if errors.Is(err, config.ErrUsage) {
 		return 2
-	default:
-		fmt.Fprintf(stderr, "orderagg %s: %v\n", cmd, err)
-		return 1
 	}
-}
-
-// forward turns SIGHUPs into reload requests until ctx ends; a burst of
-// signals collapses into one pending reload.
-func forward(ctx context.Context, sigs <-chan os.Signal, reload chan<- struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-sigs:
-			select {
-			case reload <- struct{}{}:
-			default:
-			}
-		}
-	}
+	return 1
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,10 +106,10 @@ func TestReloadKeepsOldSettingsOnABadFile(t *testing.T) {
 		t.Fatalf("file not applied: %v", got)
 	}
 	write("dependencies:\n  coupon:\n    timeout: 150ms\n")
-	reload <- struct{}{}
+	reload <- syscall.SIGHUP
 	waitUntil(t, func() bool { return depState(s, "coupon")["timeout_ms"] == 150.0 })
 	write("dependencies:\n  coupon:\n    timeout: nonsense\n")
-	reload <- struct{}{}
+	reload <- syscall.SIGHUP
 	waitUntil(t, func() bool { return strings.Contains(s.logs.String(), "config reload failed") })
 	if got := depState(s, "coupon")["timeout_ms"]; got != 150.0 {
 		t.Fatalf("bad file changed the settings: %v", got)

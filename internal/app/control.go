@@ -133,6 +133,25 @@ func (c *control) Reload(next config.Dependencies) (int, error) {
 	return changed, nil
 }
 
+// reloadFile re-reads cfg's --config file and puts it in force (SIGHUP);
+// a bad file keeps the settings in force, and says so in the log.
+func (c *control) reloadFile(cfg config.Serve) {
+	if cfg.ConfigFile == "" {
+		c.logger.Info("reload requested but no --config file is set; nothing to do")
+		return
+	}
+	next, err := cfg.LoadDependencies()
+	changed := 0
+	if err == nil {
+		changed, err = c.Reload(next)
+	}
+	if err != nil {
+		c.logger.Error("config reload failed; keeping the settings in force", "file", cfg.ConfigFile, "err", err)
+		return
+	}
+	c.logger.Info("config reloaded", "file", cfg.ConfigFile, "settings_changed", changed)
+}
+
 func (c *control) applyLocked(name string, d config.Dependency) error {
 	if err := c.guards[name].Reconfigure(d.Config); err != nil {
 		return err

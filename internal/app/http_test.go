@@ -193,42 +193,36 @@ func (h *recordingHandler) records() []map[string]any {
 	return append([]map[string]any(nil), h.recs...)
 }
 
-// A burst of server errors gives errorLogBurst WARN lines; the next line
-// after the window says how many were left out.
+// A burst of server errors gives ten WARN lines, not one per error.
 func TestServerErrorLogIsRateLimitedWarn(t *testing.T) {
 	rec := &recordingHandler{}
-	now := time.Unix(1_700_000_000, 0)
-	l := &limitedLog{logger: slog.New(rec), burst: errorLogBurst, window: errorLogWindow, now: func() time.Time { return now }}
-	for range errorLogBurst + 15 {
-		if _, err := l.Write([]byte("http: Accept error: too many open files; retrying in 5ms\n")); err != nil {
-			t.Fatal(err)
-		}
+	l := serverErrorLog(slog.New(rec))
+	for range 25 {
+		l.Print("http: Accept error: too many open files; retrying in 5ms")
 	}
-	if got := rec.records(); len(got) != errorLogBurst {
-		t.Fatalf("%d lines for a burst of %d, want %d", len(got), errorLogBurst+15, errorLogBurst)
-	}
-	now = now.Add(errorLogWindow)
-	l.Write([]byte("http: Accept error: too many open files; retrying in 10ms\n"))
 	got := rec.records()
-	last := got[len(got)-1]
-	if len(got) != errorLogBurst+1 || last["suppressed"] != int64(15) || last["level"] != slog.LevelWarn ||
-		last["err"] != "http: Accept error: too many open files; retrying in 10ms" {
-		t.Fatalf("after the window: %d lines, last %v", len(got), last)
+	if len(got) != 10 {
+		t.Fatalf("%d lines for a burst of 25, want 10", len(got))
+	}
+	if last := got[9]; last["level"] != slog.LevelWarn || last["err"] != "http: Accept error: too many open files; retrying in 5ms" {
+		t.Fatalf("line %v", last)
 	}
 }
 
-// startHTTP's server reports its own errors through that log, at WARN.
+// serveHTTP's server reports its own errors through that log, at WARN.
 func TestStartHTTPLogsServerErrorsAtWarn(t *testing.T) {
 	rec := &recordingHandler{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.WriteHeader(http.StatusTeapot) // net/http complains through ErrorLog
 	})
-	srv, addr, err := startHTTP("127.0.0.1:0", h, httpTimeouts(time.Second, 0), slog.New(rec))
+	ln, _, err := listen("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv := serveHTTP(ln, h, httpTimeouts(time.Second, 0), slog.New(rec))
 	defer srv.Shutdown(context.Background())
+	addr := ln.Addr().String()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + addr + "/")
 	if err != nil {

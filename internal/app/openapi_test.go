@@ -352,7 +352,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			Metrics:   http.NotFoundHandler(),
 			Dashboard: http.NotFoundHandler(),
 		})
-		admin := handlers.NewAdmin(nil, "t", logger)
+		admin := handlers.NewAdmin(nil, "t", nil, logger)
 		code := map[string]bool{}
 		heads := map[string]bool{}
 		for _, e := range []*echo.Echo{public, admin} {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,13 +61,13 @@ func (s *syncBuffer) String() string {
 
 // startService runs Serve until the test ends. edit may change the
 // configuration first (shorter budgets keep hang tests quick).
-func startService(t *testing.T, args []string, edit func(*config.Serve)) (*service, chan struct{}) {
+func startService(t *testing.T, args []string, edit func(*config.Serve)) (*service, chan<- os.Signal) {
 	t.Helper()
 	return startServiceEnv(t, args, edit, nil)
 }
 
 // startServiceEnv is startService with envEdit changing the Env first.
-func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envEdit func(*Env)) (*service, chan struct{}) {
+func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envEdit func(*Env)) (*service, chan<- os.Signal) {
 	t.Helper()
 	cfg, err := config.ParseServeArgs(append([]string{"--addr", "127.0.0.1:0"}, args...))
 	if err != nil {
@@ -78,7 +79,7 @@ func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envE
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan Addrs, 1)
 	done := make(chan error, 1)
-	reload := make(chan struct{})
+	reload := make(chan os.Signal)
 	s := &service{t: t, logs: &syncBuffer{}, stalls: watchStalls()}
 	env := Env{Stderr: s.logs, Reload: reload, OnReady: func(a Addrs) { ready <- a }}
 	if envEdit != nil {
@@ -110,10 +111,8 @@ func startServiceEnv(t *testing.T, args []string, edit func(*config.Serve), envE
 		done <- err
 		t.Fatalf("Serve ended before ready: %v\n%s", err, s.logs)
 	}
-	return s, reloadChan(reload)
+	return s, reload
 }
-
-type reloadChan chan struct{}
 
 type answer struct {
 	status int

@@ -104,6 +104,10 @@ type Serve struct {
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 
+	// AllowedHosts are the Host names served besides the loopback ones
+	// when listening on loopback ("*": any); see internal/hostguard.
+	AllowedHosts []string
+
 	// Dependencies are the per-dependency settings in force at start-up:
 	// DefaultDependenciesFor(MaxInflight) with the --config file laid over
 	// them.
@@ -242,6 +246,7 @@ func serveFlags(s *Serve) *Flags {
 	f.Duration(&s.ReadHeaderTimeout, "read-header-timeout", "a client slower than this to send its request headers is disconnected (slowloris)", false)
 	f.Duration(&s.ShutdownTimeout, "shutdown-timeout", "bound on the graceful drain after SIGINT/SIGTERM", false)
 	f.Choice(&s.LogLevel, "log-level", "level", "log level: "+strings.Join(logLevels, ", "), logLevels)
+	allowedHosts(f, &s.AllowedHosts)
 	return f
 }
 
@@ -249,7 +254,23 @@ func simFlags(s *Sim) *Flags {
 	f := NewFlags("sim")
 	f.Addr(&s.Addr, "addr", "listen address of the four simulated services and the fault API", false)
 	f.Choice(&s.LogLevel, "log-level", "level", "log level: "+strings.Join(logLevels, ", "), logLevels)
+	allowedHosts(f, &s.AllowedHosts)
 	return f
+}
+
+// allowedHosts defines --allowed-hosts, a comma-separated list.
+func allowedHosts(f *Flags, p *[]string) {
+	f.Func("allowed-hosts", "hosts", "Host names served besides loopback ones on a loopback address, comma-separated; *: any",
+		func() string { return strings.Join(*p, ",") },
+		func(v string) error {
+			*p = nil
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					*p = append(*p, h)
+				}
+			}
+			return nil
+		})
 }
 
 // resolve enforces the rules that tie flags together, fills in the downstream
@@ -381,6 +402,7 @@ func (s Serve) LogValue() slog.Value {
 		slog.Duration("read_header_timeout", s.ReadHeaderTimeout),
 		slog.Duration("shutdown_timeout", s.ShutdownTimeout),
 		slog.String("log_level", s.LogLevel),
+		slog.Any("allowed_hosts", s.AllowedHosts),
 	)...)
 }
 
@@ -391,6 +413,8 @@ type Sim struct {
 	Addr string
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
+	// AllowedHosts is Serve.AllowedHosts for the simulator's listener.
+	AllowedHosts []string
 }
 
 // DefaultSim returns sim's built-in configuration.

@@ -71,7 +71,7 @@ func TestParseSimDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseSim(nil): %v", err)
 	}
-	if want := (config.Sim{Addr: "127.0.0.1:9100", LogLevel: "info"}); got != want || config.DefaultSim() != want {
+	if want := (config.Sim{Addr: "127.0.0.1:9100", LogLevel: "info"}); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(config.DefaultSim(), want) {
 		t.Errorf("ParseSim(nil) = %+v, DefaultSim() = %+v, want %+v", got, config.DefaultSim(), want)
 	}
 }
@@ -368,8 +368,8 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		table []config.FlagDoc
 		count int
 	}{
-		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 15 + len(downstream.Names())}, // one --NAME-url per downstream
-		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 2},
+		{"serve", func(b *bytes.Buffer) { config.ServeUsage(b) }, config.ServeTable(), 16 + len(downstream.Names())}, // one --NAME-url per downstream
+		{"sim", func(b *bytes.Buffer) { config.SimUsage(b) }, config.SimTable(), 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

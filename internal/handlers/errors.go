@@ -27,7 +27,7 @@ const (
 )
 
 // APIError is an error a handler answers with: a status, the contract's
-// code, a message safe to show, and optionally a Retry-After in seconds.
+// code, a message safe to show, and a Retry-After in seconds when above 0.
 type APIError struct {
 	Status     int
 	Code       string
@@ -46,9 +46,8 @@ type ErrorBody struct {
 	} `json:"error"`
 }
 
-// WriteError answers with status and the contract's JSON error: the
-// ErrorHandler of the plain net/http handlers served beside the echo routes
-// (the dashboard).
+// WriteError answers with status and the contract's JSON error, for the
+// plain net/http handlers served beside the echo routes (the dashboard).
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	var b ErrorBody
 	b.Error.Code, b.Error.Message = code, msg
@@ -67,17 +66,17 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// ErrorHandler renders every error as the contract's JSON — the one place
-// where errors become statuses. Unknown errors are logged and answered as a
-// bare 500, so internals never leak.
+// ErrorHandler renders every error as the contract's JSON: the one place
+// where errors become statuses. An *APIError is answered as it says, echo's
+// own errors (404, 405, 413…) with their status, and anything else is
+// logged and answered as a bare 500, so internals never leak.
 func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
-		ensureRequestID(c)
 		apiErr := toAPIError(err)
-		if apiErr.Status >= 500 && apiErr.Code == CodeInternal && apiErr != errPanicked {
+		if apiErr.Code == CodeInternal && apiErr != errPanicked {
 			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
 		}
 		if apiErr.RetryAfter > 0 {
@@ -96,32 +95,31 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
+// echoCodes names echo's own errors in the contract's codes.
+var echoCodes = map[int]string{
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
+	http.StatusRequestURITooLong:     CodeURITooLong,
+	http.StatusRequestEntityTooLarge: CodeTooLarge,
+	http.StatusUnauthorized:          CodeUnauthorized,
+	http.StatusServiceUnavailable:    CodeOverloaded,
+}
+
 func toAPIError(err error) *APIError {
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
 		return apiErr
 	}
 	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		code := CodeBadRequest
-		switch he.Code {
-		case http.StatusNotFound:
-			code = CodeNotFound
-		case http.StatusMethodNotAllowed:
-			code = CodeMethodNotAllowed
-		case http.StatusRequestURITooLong:
-			code = CodeURITooLong
-		case http.StatusRequestEntityTooLarge:
-			code = CodeTooLarge
-		case http.StatusUnauthorized:
-			code = CodeUnauthorized
-		case http.StatusServiceUnavailable:
-			code = CodeOverloaded
-		}
-		if he.Code >= 500 && he.Code != http.StatusServiceUnavailable {
-			code = CodeInternal
-		}
-		return &APIError{Status: he.Code, Code: code, Message: http.StatusText(he.Code)}
+	if !errors.As(err, &he) {
+		return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
 	}
-	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+	code, ok := echoCodes[he.Code]
+	switch {
+	case !ok && he.Code >= 500:
+		code = CodeInternal
+	case !ok:
+		code = CodeBadRequest
+	}
+	return &APIError{Status: he.Code, Code: code, Message: http.StatusText(he.Code)}
 }

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -55,21 +54,21 @@ func TestEncodePage(t *testing.T) {
 			{Name: "logistics", Source: orderdetail.SourceFallback, Degraded: true, Reason: orderdetail.ReasonRejected, Body: orderdetail.UnknownLogistics(orderdetail.Order{})},
 		},
 	}
-	var buf bytes.Buffer
-	if err := encodePage(&buf, page); err != nil {
+	buf, err := encodePage(page)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var got map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
-		t.Fatalf("invalid JSON %s: %v", buf.String(), err)
+	if err := json.Unmarshal(buf, &got); err != nil {
+		t.Fatalf("invalid JSON %s: %v", buf, err)
 	}
 	want := `{"order_id":"o-1","degraded":true,` +
 		`"order":{"source":"live","degraded":false,"data":{"id":"o-1","user_id":"","status":"","created_at":"0001-01-01T00:00:00Z","currency":"","total_cents":0,"items":[{"sku":"A","name":"","quantity":1,"unit_price_cents":0}],"shipping_address":{"name":"","line1":"","city":"","postal_code":"","country":""}}},` +
 		`"inventory":{"source":"cache","degraded":true,"reason":"TIMEOUT","as_of":"2026-03-01T12:00:00Z","status":"CONFIRMED","items":[{"sku":"A","available":4,"status":"LOW_STOCK"}]},` +
 		`"coupons":{"source":"fallback","degraded":true,"reason":"SHORT_CIRCUITED","items":[]},` +
 		`"logistics":{"source":"fallback","degraded":true,"reason":"REJECTED","status":"UNKNOWN"}}`
-	if buf.String() != want {
-		t.Fatalf("got\n%s\nwant\n%s", buf.String(), want)
+	if string(buf) != want {
+		t.Fatalf("got\n%s\nwant\n%s", buf, want)
 	}
 }
 
@@ -81,11 +80,9 @@ func BenchmarkEncodePage(b *testing.B) {
 		{Name: "coupons", Source: orderdetail.SourceLive, Body: orderdetail.Coupons{Items: []orderdetail.Coupon{{Code: "X"}}}},
 		{Name: "logistics", Source: orderdetail.SourceLive, Body: orderdetail.Logistics{Status: "IN_TRANSIT"}},
 	}}
-	var buf bytes.Buffer
 	b.ReportAllocs()
 	for b.Loop() {
-		buf.Reset()
-		if err := encodePage(&buf, page); err != nil {
+		if _, err := encodePage(page); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -59,9 +59,7 @@ func panicky(echo.HandlerFunc) echo.HandlerFunc {
 
 func panickyPager(context.Context, string) (*orderdetail.Page, error) { panic("panicky pager") }
 
-// A panic anywhere in the chain — before the request id is set, among the
-// middlewares after it (where telemetry sits), just before the handler, or
-// in the handler — is a
+// A panic in the middlewares (where telemetry sits) or in the handler is a
 // JSON 500 INTERNAL with an X-Request-Id, logged once at ERROR with its
 // stack, and the process lives on.
 func TestPanicAnywhereIsALoggedJSON500(t *testing.T) {
@@ -70,9 +68,7 @@ func TestPanicAnywhereIsALoggedJSON500(t *testing.T) {
 		opts  func(*Options)
 		frame string // a function the logged stack must show
 	}{
-		{"outermost middleware", func(o *Options) { o.outer = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
 		{"telemetry's place", func(o *Options) { o.Middleware = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
-		{"innermost middleware", func(o *Options) { o.inner = []echo.MiddlewareFunc{panicky} }, "handlers.panicky"},
 		{"handler", func(o *Options) { o.Pager = pagerFunc(panickyPager) }, "handlers.panickyPager"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,8 +153,8 @@ func TestRequestIDs(t *testing.T) {
 		switch {
 		case tc.keep && got != tc.sent:
 			t.Errorf("sent %q, answer carries %q; want the caller's", tc.sent, got)
-		case !tc.keep && (len(got) != 24 || strings.Trim(got, "0123456789abcdef") != ""):
-			t.Errorf("sent %q, answer carries %q; want 24 fresh hex digits", tc.sent, got)
+		case !tc.keep && (len(got) != 26 || strings.Trim(got, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != ""):
+			t.Errorf("sent %q, answer carries %q; want a fresh 26-letter base32 id", tc.sent, got)
 		case !tc.keep:
 			if ids[got] {
 				t.Errorf("id %q made twice", got)
@@ -272,19 +268,10 @@ func adminDo(t *testing.T, h http.Handler, method, path, auth string, body io.Re
 
 const testToken = "0123456789abcdef-admin"
 
-// Only the exact token opens the admin API; whatever is presented, the
-// constant-time comparison sees two 32-byte digests, so neither its result
-// nor its time depends on how long the presented or the real token is.
-func TestAdminTokenComparesFixedSizeDigests(t *testing.T) {
-	var lengths [][2]int
-	orig := constantTimeCompare
-	constantTimeCompare = func(x, y []byte) int {
-		lengths = append(lengths, [2]int{len(x), len(y)})
-		return orig(x, y)
-	}
-	t.Cleanup(func() { constantTimeCompare = orig })
-
-	h := NewAdmin(&fakeControl{}, testToken, slog.New(slog.DiscardHandler))
+// Only the exact token opens the admin API: not a prefix of it, not a
+// longer one, not another scheme.
+func TestAdminToken(t *testing.T) {
+	h := NewAdmin(&fakeControl{}, testToken, nil, slog.New(slog.DiscardHandler))
 	for _, tc := range []struct {
 		auth string
 		want int
@@ -310,17 +297,9 @@ func TestAdminTokenComparesFixedSizeDigests(t *testing.T) {
 			}
 		}
 	}
-	if len(lengths) < 6 {
-		t.Fatalf("only %d comparisons for 6 presented tokens", len(lengths))
-	}
-	for _, l := range lengths {
-		if l != [2]int{32, 32} {
-			t.Fatalf("compared %d bytes against %d; want two SHA-256 digests", l[0], l[1])
-		}
-	}
 	// An empty token (config refuses it; this is the last line of defence)
 	// opens nothing.
-	if w := adminDo(t, NewAdmin(&fakeControl{}, "", slog.New(slog.DiscardHandler)), http.MethodGet, "/admin/dependencies", "Bearer ", nil); w.Code != http.StatusUnauthorized {
+	if w := adminDo(t, NewAdmin(&fakeControl{}, "", nil, slog.New(slog.DiscardHandler)), http.MethodGet, "/admin/dependencies", "Bearer ", nil); w.Code != http.StatusUnauthorized {
 		t.Errorf("empty token: status %d", w.Code)
 	}
 }
@@ -329,7 +308,7 @@ func TestAdminTokenComparesFixedSizeDigests(t *testing.T) {
 // so up front (Content-Length) or not (chunked), and never reach Control.
 func TestAdminBodyLimit(t *testing.T) {
 	ctl := &fakeControl{}
-	h := NewAdmin(ctl, testToken, slog.New(slog.DiscardHandler))
+	h := NewAdmin(ctl, testToken, nil, slog.New(slog.DiscardHandler))
 	big := `{"timeout":"` + strings.Repeat("9", 64<<10) + `"}`
 	for _, tc := range []struct {
 		name string

@@ -212,7 +212,7 @@ func startService(ctx context.Context, simURL, redisURL string, edit func(*confi
 	go func() {
 		labelComponent(kindOrderagg)
 		done <- app.Serve(sctx, cfg, app.Env{
-			Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" },
+			Stderr:  io.Discard,
 			OnReady: func(a app.Addrs) { ready <- a },
 		})
 	}()

@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/orderagg/orderagg/internal/hostguard"
+)
+
+// timeouts of a server against slow or idle clients.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// httpTimeouts leaves a request the whole deadline to be answered, plus room
+// to write it; a client that dawdles over its headers is cut off after
+// readHeader (0 means 5s).
+func httpTimeouts(deadline, readHeader time.Duration) timeouts {
+	if readHeader <= 0 {
+		readHeader = 5 * time.Second
+	}
+	return timeouts{readHeader: readHeader, read: max(10*time.Second, readHeader), write: deadline + 10*time.Second, idle: 60 * time.Second}
+}
+
+// maxHeaderBytes makes the effective header limit 64 KiB (431 beyond):
+// net/http allows 4 KiB of slack beyond MaxHeaderBytes.
+const maxHeaderBytes = 64<<10 - 4096
+
+// listen opens addr and returns the host guard of the address it got
+// (internal/hostguard: a loopback address serves only loopback and allowed
+// Host names).
+func listen(addr string, allowedHosts []string) (net.Listener, *hostguard.Guard, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ln, hostguard.New(ln.Addr(), allowedHosts), nil
+}
+
+// server is an http.Server with the goroutine that runs it: Shutdown stops
+// it and waits for that goroutine, so nothing outlives the program.
+type server struct {
+	*http.Server
+	wg   sync.WaitGroup
+	open atomic.Int64 // client connections held now
+}
+
+// serveHTTP serves h on ln until the returned server is shut down. Its own
+// errors (failed accepts, bad requests it answers itself) go to logger.
+func serveHTTP(ln net.Listener, h http.Handler, t timeouts, logger *slog.Logger) *server {
+	srv := &server{Server: &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.readHeader,
+		ReadTimeout:       t.read,
+		WriteTimeout:      t.write,
+		IdleTimeout:       t.idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          serverErrorLog(logger),
+	}}
+	srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			srv.open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			srv.open.Add(-1)
+		}
+	}
+	srv.wg.Go(func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	})
+	return srv
+}
+
+// Open reports the client connections the server holds now: accepted and
+// not yet closed (hijacked ones are the handler's, and not counted).
+func (s *server) Open() int64 { return s.open.Load() }
+
+// Shutdown stops accepting, waits for requests in flight (bounded by ctx,
+// after which the rest are cut) and for the serving goroutine.
+func (s *server) Shutdown(ctx context.Context) error {
+	err := s.Server.Shutdown(ctx)
+	if err != nil {
+		s.Server.Close()
+	}
+	s.wg.Wait()
+	return err
+}
+
+// closeStack closes what was opened, last first, all within one timeout.
+type closeStack struct {
+	names []string
+	fns   []func(context.Context) error
+}
+
+func (c *closeStack) push(name string, fn func(context.Context) error) {
+	c.names, c.fns = append(c.names, name), append(c.fns, fn)
+}
+
+func (c *closeStack) closeAll(logger *slog.Logger, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		if err := c.fns[i](ctx); err != nil {
+			logger.Error("shutdown step failed", "step", c.names[i], "err", err)
+		}
+	}
+	logger.Info("stopped")
+}
+
+// serverErrorLog is the log.Logger an http.Server reports its own errors to
+// (failed accepts, TLS handshakes, bad requests it answers itself): WARN
+// records, the first ten, then at most one every ten seconds, since a
+// scanner or a failing accept loop makes them by the thousand.
+func serverErrorLog(logger *slog.Logger) *log.Logger {
+	return log.New(&sometimesLog{logger: logger, sometimes: rate.Sometimes{First: 10, Interval: 10 * time.Second}}, "", 0)
+}
+
+type sometimesLog struct {
+	logger    *slog.Logger
+	sometimes rate.Sometimes
+}
+
+func (l *sometimesLog) Write(p []byte) (int, error) {
+	l.sometimes.Do(func() { l.logger.Warn("http server error", "err", strings.TrimSpace(string(p))) })
+	return len(p), nil
+}

@@ -1,0 +1,115 @@
+// Package hostguard keeps a web page on someone else's site from driving a
+// process through its operator's browser (DNS rebinding, cross-site forms).
+//
+// A Guard is built for one listener. On a loopback listener it serves only
+// loopback Host names (localhost, 127.0.0.1, [::1], any port) and the
+// allowed ones; any other Host is answered 421. On any other listener every
+// Host is served: an ingress or a load balancer decides there. On every
+// listener, a request with a method that may change state (anything but
+// GET, HEAD and OPTIONS) is refused with 403 when its Origin names a host
+// that is neither loopback nor allowed, or, without an Origin, when
+// Sec-Fetch-Site says cross-site.
+package hostguard
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Guard decides which requests a listener serves. The zero Guard serves
+// everything. A Guard is safe for concurrent use.
+type Guard struct {
+	loopbackOnly bool
+	anyHost      bool
+	allowed      map[string]bool // lower-case host names, without port
+}
+
+// New returns the Guard of a listener bound to listen. allowed are extra
+// host names served (case-insensitive; a port given is ignored); "*" allows
+// any host.
+func New(listen net.Addr, allowed []string) *Guard {
+	g := &Guard{allowed: map[string]bool{}}
+	if tcp, ok := listen.(*net.TCPAddr); ok {
+		g.loopbackOnly = tcp.IP.IsLoopback()
+	}
+	for _, h := range allowed {
+		h = hostOnly(h)
+		if h == "*" {
+			g.anyHost = true
+		} else if h != "" {
+			g.allowed[h] = true
+		}
+	}
+	return g
+}
+
+// Wrap serves next the requests the Guard lets through and answers the
+// others itself, with the JSON error document {"error":{"code","message"}}:
+// 421 MISDIRECTED_REQUEST for a Host not served, 403 CROSS_ORIGIN for a
+// state-changing request from another site.
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case g.loopbackOnly && !g.trusted(hostOnly(r.Host)):
+			refuse(w, http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST",
+				"this server answers only to loopback host names and --allowed-hosts")
+		case changesState(r.Method) && !g.sameSite(r):
+			refuse(w, http.StatusForbidden, "CROSS_ORIGIN",
+				"a state-changing request from another site is refused; add its host to --allowed-hosts")
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// sameSite reports whether a request comes from a loopback or allowed
+// origin, or names no other site.
+func (g *Guard) sameSite(r *http.Request) bool {
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		return err == nil && g.trusted(normalize(u.Hostname()))
+	}
+	return r.Header.Get("Sec-Fetch-Site") != "cross-site"
+}
+
+// trusted reports whether host (normalized, without port) is loopback or
+// allowed.
+func (g *Guard) trusted(host string) bool {
+	if host == "localhost" || g.anyHost || g.allowed[host] {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func changesState(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
+}
+
+// hostOnly is a Host header's name without its port or brackets, normalized.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		hostport = h
+	}
+	return normalize(strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"))
+}
+
+func normalize(host string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+}
+
+func refuse(w http.ResponseWriter, status int, code, msg string) {
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	body.Error.Code, body.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
