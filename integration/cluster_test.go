@@ -18,7 +18,10 @@ var sectionKeys = []string{"order", "inventory", "coupons", "logistics"}
 // redisClusterConfig keeps the inventory breaker closed (neither its window
 // nor its consecutive-failure trip can open it), its last-good entries for
 // 10 min, and gives each last-good read 400 ms instead of 50 ms (each
-// fallback_timeout must exceed it); see TestRedisClusterSharedCacheAndNodeLoss.
+// fallback_timeout must exceed it, and so must --reserve, redisClusterReserve);
+// see TestRedisClusterSharedCacheAndNodeLoss.
+const redisClusterReserve = "450ms"
+
 const redisClusterConfig = `
 dependencies:
   cache:
@@ -93,9 +96,11 @@ func TestRedisClusterSharedCacheAndNodeLoss(t *testing.T) {
 	// one (a survivor) as the configuration endpoint and learns the rest.
 	svcA, baseA := startService(t, nw, map[string]string{
 		"ORDERAGG_REDIS_URL": "redis://redis-1:6379?addr=redis-2:6379&addr=redis-3:6379",
+		"ORDERAGG_RESERVE":   redisClusterReserve,
 	}, withConfig(redisClusterConfig))
 	svcB, baseB := startService(t, nw, map[string]string{
 		"ORDERAGG_REDIS_URL": "redis://redis-1:6379?cluster=true",
+		"ORDERAGG_RESERVE":   redisClusterReserve,
 	}, withConfig(redisClusterConfig))
 	instances := []struct {
 		name, base string

@@ -20,8 +20,11 @@ const simLogisticsAlias = "sim-logistics"
 // The last-good read is the means by which every degraded page shows the
 // cached logistics the test checks, not its subject: it gets 400 ms instead
 // of the cache's 50 ms (and each fallback_timeout, which must exceed it,
-// 500 ms), so that a read this loaded machine delays past 50 ms (seen once
-// in six runs) cannot turn a cached copy into the semantic default.
+// 500 ms, and --reserve, which must exceed it too, 450 ms), so that a read
+// this loaded machine delays past 50 ms (seen once in six runs) cannot turn a
+// cached copy into the semantic default.
+const breakerReserve = "450ms"
+
 const breakerConfig = `
 dependencies:
   cache:
@@ -53,7 +56,7 @@ func TestDownstreamStoppedAndRestarted(t *testing.T) {
 	_, simURL := startSim(t, nw)
 	logC, _ := startSimAs(t, nw, simLogisticsAlias)
 	_, base := startService(t, nw,
-		map[string]string{"ORDERAGG_LOGISTICS_URL": "http://" + simLogisticsAlias + ":9100"},
+		map[string]string{"ORDERAGG_LOGISTICS_URL": "http://" + simLogisticsAlias + ":9100", "ORDERAGG_RESERVE": breakerReserve},
 		withConfig(breakerConfig))
 
 	// Warm the cache so short-circuited pages show the last good logistics.

@@ -22,13 +22,20 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	timeout := 2 * time.Second
 	// The variables are ORDERAGG_HEALTHCHECK_*: ORDERAGG_URL is the load
 	// tool's, and a service's environment may set ORDERAGG_TIMEOUT-like names.
-	f := config.NewFlagsPrefixed("healthcheck", config.EnvPrefix+"HEALTHCHECK_")
-	f.URL(&url, "url", "URL to GET; 200 means healthy (default: /readyz at ORDERAGG_ADDR)", []string{"http", "https"}, false)
-	f.Duration(&timeout, "timeout", "how long to wait for the answer", false)
-	if err := f.Parse(args, true); errors.Is(err, flag.ErrHelp) {
-		config.WriteUsage(stdout, "orderagg healthcheck [--url URL] [--timeout duration]", "Exits 0 when a running service answers 200.", f.Table())
+	const prefix = config.EnvPrefix + "HEALTHCHECK_"
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&url, "url", url, "`URL` to GET; 200 means healthy (default: /readyz at ORDERAGG_ADDR)")
+	fs.DurationVar(&timeout, "timeout", timeout, "how long to wait for the answer")
+	err := config.Parse(fs, args, prefix, true)
+	if errors.Is(err, flag.ErrHelp) {
+		config.PrintUsage(stdout, fs, prefix, "orderagg healthcheck [--url URL] [--timeout duration]", "Exits 0 when a running service answers 200.")
 		return 0
-	} else if err != nil {
+	}
+	if err == nil && timeout <= 0 {
+		err = fmt.Errorf("--timeout (%s): must be positive, got %v", config.EnvName(prefix, "timeout"), timeout)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "orderagg healthcheck: %v\n", err)
 		return 2
 	}

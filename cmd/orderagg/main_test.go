@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,13 +22,27 @@ func TestExitStatus(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("short\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	blindTimeout := writeFile(t, "dependencies:\n  coupon:\n    timeout: 1450ms\n")
+	blindCeiling := writeFile(t, "dependencies:\n  logistics:\n    timeout: auto\n    timeout_max: 1400ms\n")
+	unknownKey := writeFile(t, "dependencies:\n  coupon:\n    breaker:\n      windw: 5s\n")
 	tests := []struct {
 		args   []string
 		env    map[string]string
 		status int
 		out    string // expected in stdout (status 0) or stderr
 	}{
-		{[]string{"serve", "--deadline", "abc"}, nil, 2, "--deadline"},
+		{[]string{"serve", "--deadline", "abc"}, nil, 2, "--deadline (ORDERAGG_DEADLINE): invalid value \"abc\""},
+		{[]string{"serve", "--deadline", "-1s"}, nil, 2, "--deadline (ORDERAGG_DEADLINE): must be positive"},
+		{[]string{"serve", "--max-event-streams", "0"}, nil, 2, "--max-event-streams"},
+		{[]string{"serve", "--trusted-proxies", "10.0.0.0/8,proxy.local"}, nil, 2, "--trusted-proxies"},
+		{[]string{"serve", "--allowed-hosts", "http://evil.example"}, nil, 2, "--allowed-hosts"},
+		{[]string{"sim", "--allowed-hosts", "a.example,*/x"}, nil, 2, "--allowed-hosts"},
+		{[]string{"serve", "--forward-baggage", "tenant id"}, nil, 2, "--forward-baggage"},
+		{[]string{"serve", "--reserve", "40ms"}, nil, 2, "--reserve (ORDERAGG_RESERVE): 40ms must be longer than dependencies.cache.timeout 50ms"},
+		{[]string{"serve", "--deadline", "1s"}, nil, 2, "dependencies.order.timeout: 1s must be shorter than --deadline 1s minus --reserve 100ms = 900ms"},
+		{[]string{"serve", "--config", blindTimeout}, nil, 2, "dependencies.coupon.timeout (line 3): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s"},
+		{[]string{"serve", "--config", blindCeiling}, nil, 2, "dependencies.logistics.timeout_max (line 4): 1.4s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s"},
+		{[]string{"serve", "--config", unknownKey}, nil, 2, "dependencies.coupon.breaker.windw (line 4): field windw not found"},
 		{[]string{"--order-url", "localhost:9100"}, nil, 2, "--order-url"},
 		{[]string{"serve", "--max-inflight", "-1"}, nil, 2, "--max-inflight"},
 		{nil, map[string]string{"ORDERAGG_DEADLINE": "soon"}, 2, "ORDERAGG_DEADLINE"},
@@ -86,12 +102,15 @@ func TestHelpNamesEveryCommand(t *testing.T) {
 	if got := run([]string{"serve", "--help"}, &stdout, &stderr); got != 0 {
 		t.Fatalf("serve --help: status %d", got)
 	}
-	for _, f := range config.ServeTable() {
-		def := f.Default
-		if def == "" {
-			def = "empty"
+	def := config.DefaultServe()
+	config.ServeFlags(&def).VisitAll(func(f *flag.Flag) {
+		want := fmt.Sprintf("--%s %s  (%s, default ", f.Name, must(flag.UnquoteUsage(f)), config.EnvName(config.EnvPrefix, f.Name))
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("serve --help lacks %q", want)
 		}
-		if want := f.Name + " " + f.Type + "  (" + f.Env + ", default " + def + ")"; !strings.Contains(stdout.String(), want) {
+	})
+	for _, want := range []string{"--deadline duration  (ORDERAGG_DEADLINE, default 1.5s)", "--order-url URL  (ORDERAGG_ORDER_URL, default empty)"} {
+		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("serve --help lacks %q", want)
 		}
 	}
@@ -134,6 +153,17 @@ func TestNoSecretInStartupErrors(t *testing.T) {
 		})
 	}
 }
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "orderagg.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func must(s, _ string) string { return s }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 

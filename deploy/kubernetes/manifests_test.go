@@ -10,7 +10,7 @@
 // finally runs the real orderagg binary with the Deployment's arguments and
 // environment to see its probes answer and its shutdown end in time.
 //
-// After regenerating config.example.yaml (go test ./internal/config -update
+// After regenerating config.example.yaml (go generate ./internal/config
 // at the repository root), regenerate the ConfigMap and the
 // Deployment's config checksum with:
 //
@@ -531,7 +531,7 @@ func TestConfigMap(t *testing.T) {
 	}
 	// That config.example.yaml holds exactly the registry's defaults, for
 	// every registered downstream and the cache, is internal/config's
-	// TestExampleFileEqualsDefaults; byte equality carries it over here.
+	// TestExampleFile; byte equality carries it over here.
 	if _, ok := parsed.Dependencies["cache"]; !ok || len(parsed.Dependencies) < 2 {
 		t.Errorf("settings for %d dependencies, without the cache's: not config.example.yaml", len(parsed.Dependencies))
 	}

@@ -454,30 +454,30 @@ func TestEntryFitsTheRegistry(t *testing.T) {
 // The entry's defaults pass the rules internal/config applies to every
 // downstream at start-up, on a SIGHUP reload and on an admin PATCH.
 func TestEntryDefaultsPassConfigRules(t *testing.T) {
-	const deadline = 1500 * time.Millisecond // --deadline's default
+	bounds := config.DefaultServe().Bounds() // --deadline and --reserve's defaults
 	d := config.Dependency{Config: reviews.Entry.Defaults.WithDefaults(), CacheMaxAge: reviews.Entry.CacheMaxAge}
-	if err := d.Validate(); err != nil {
+	if err := d.Config.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// Dependencies.Validate(deadline) knows only registered names, and its
+	// Dependencies.Validate knows only registered names, and its
 	// rules for a downstream do not depend on which one it is: put the
 	// entry's settings in each downstream's place and validate the whole set.
 	for _, name := range downstream.Names() {
 		deps := config.DefaultDependencies()
 		deps.Set(name, d)
-		if err := deps.Validate(deadline); err != nil {
+		if err := deps.Validate(bounds); err != nil {
 			t.Errorf("in %s's place: %v", name, err)
 		}
-		// The check is not vacuous: a sub-budget as long as the page fails.
+		// The check is not vacuous: a sub-budget reaching the calls' end fails.
 		bad := deps
-		bad.Update(name, func(x *config.Dependency) { x.Timeout = deadline })
-		if err := bad.Validate(deadline); err == nil || !strings.Contains(err.Error(), "dependencies."+name+".timeout") {
-			t.Errorf("a %v timeout in %s's place: %v", deadline, name, err)
+		bad.Update(name, func(x *config.Dependency) { x.Timeout = bounds.CallsEnd() })
+		if err := bad.Validate(bounds); err == nil || !strings.Contains(err.Error(), "dependencies."+name+".timeout") {
+			t.Errorf("a %v timeout in %s's place: %v", bounds.CallsEnd(), name, err)
 		}
 	}
 	// The same rules, spelled out.
 	cache, _ := config.DefaultDependencies().Get(config.NameCache)
-	if d.Timeout >= deadline || d.CacheMaxAge <= 0 || d.FallbackTimeout <= cache.Timeout {
+	if d.Timeout >= bounds.CallsEnd() || d.CacheMaxAge <= 0 || d.FallbackTimeout <= cache.Timeout {
 		t.Fatalf("timeout %v, cache_max_age %v, fallback_timeout %v (cache timeout %v)", d.Timeout, d.CacheMaxAge, d.FallbackTimeout, cache.Timeout)
 	}
 	// What the entry leaves to the resilience defaults: one retry, the

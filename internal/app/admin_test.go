@@ -116,6 +116,37 @@ func TestReloadKeepsOldSettingsOnABadFile(t *testing.T) {
 	}
 }
 
+// TestTimeoutsTheBreakerCanSee: a sub-budget at or past the calls' end
+// (--deadline − --reserve) would cut a hang as the page's DEADLINE, which
+// the breaker never counts. A SIGHUP reload keeps the settings in force and
+// logs why; the admin PATCH answers 400 and changes nothing.
+func TestTimeoutsTheBreakerCanSee(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "orderagg.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("dependencies:\n  coupon:\n    timeout: 200ms\n")
+	s, reload := startService(t, []string{"--config", file, "--admin-addr", "127.0.0.1:0", "--admin-token", "s3cret-admin-token"}, nil)
+
+	write("dependencies:\n  coupon:\n    timeout: 1450ms\n")
+	reload <- struct{}{}
+	waitUntil(t, func() bool { return strings.Contains(s.logs.String(), "config reload failed") })
+	if !strings.Contains(s.logs.String(), "dependencies.coupon.timeout (line 3): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s") {
+		t.Errorf("the reload's error does not name the key and the bound:\n%s", s.logs)
+	}
+	for _, body := range []string{`{"timeout":"1400ms"}`, `{"timeout":"auto","timeout_max":"1450ms"}`} {
+		a := s.admin("PATCH", "/admin/dependencies/coupon", body, "s3cret-admin-token")
+		if msg := fmt.Sprint(a.body["error"]); a.status != http.StatusBadRequest || !strings.Contains(msg, "must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s") {
+			t.Errorf("PATCH %s: %d %v", body, a.status, a.body)
+		}
+	}
+	if got := depState(s, "coupon")["timeout_ms"]; got != 200.0 {
+		t.Fatalf("a refused change took effect: timeout %v", got)
+	}
+}
+
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)

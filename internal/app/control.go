@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/handlers"
@@ -24,8 +23,8 @@ type control struct {
 	// admin PATCH: what differs from them in deps came from the admin API,
 	// and a reload that changes it undoes an operator's change. Zero until
 	// the first PATCH (deps is then the same).
-	loaded   config.Dependencies
-	deadline time.Duration
+	loaded config.Dependencies
+	bounds config.Bounds
 	// maxInflight is --max-inflight: a bulkhead below what it admits is
 	// warned about whenever settings are put in force.
 	maxInflight int
@@ -50,7 +49,7 @@ func (c *control) Settings() map[string]map[string]any {
 func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next, err := c.deps.Patch(dep, body, c.deadline)
+	next, err := c.deps.Patch(dep, body, c.bounds)
 	if errors.Is(err, config.ErrUnknownDependency) {
 		return nil, fmt.Errorf("%w: %s", handlers.ErrUnknownDependency, dep)
 	}
@@ -95,7 +94,7 @@ func (c *control) warnUndersized(only string) {
 func (c *control) Reload(next config.Dependencies) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := next.Validate(c.deadline); err != nil {
+	if err := next.Validate(c.bounds); err != nil {
 		return 0, err
 	}
 	changed := 0

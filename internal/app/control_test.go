@@ -28,7 +28,7 @@ func newControl(t *testing.T) (*control, *bytes.Buffer) {
 		guards[name] = g
 	}
 	var logs bytes.Buffer
-	return &control{deps: deps, deadline: 1500 * time.Millisecond, guards: guards,
+	return &control{deps: deps, bounds: config.DefaultServe().Bounds(), guards: guards,
 		downstreams: map[string]orderdetail.Downstream{}, logger: slog.New(slog.NewJSONHandler(&logs, nil))}, &logs
 }
 

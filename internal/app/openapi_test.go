@@ -624,11 +624,10 @@ func TestOpenAPIRealAnswers(t *testing.T) {
 			r := sp.exchange(t, http.StatusOK, http.MethodGet, api+"/v1/resilience", "", nil)
 			return r.body["dependencies"].([]any)[2].(map[string]any)
 		}
-		// A timeout_max under the deadline but past its ceiling, the
-		// deadline minus the reserve, is cut to the ceiling.
-		def := config.DefaultServe()
-		ceiling := def.Deadline - def.Reserve
-		asked := fmt.Sprintf("%dms", (ceiling + def.Reserve/2).Milliseconds())
+		// A timeout_max under the calls' end, the deadline minus the
+		// reserve (one at or past it is refused: TestTimeoutsTheBreakerCanSee).
+		ceiling := 900 * time.Millisecond
+		asked := fmt.Sprintf("%dms", ceiling.Milliseconds())
 		auto := fmt.Sprintf(`{"timeout":"auto","timeout_max":%q}`, asked)
 		if err := sp.validateRequest(http.MethodPatch, patch, auto, bearer); err != nil {
 			t.Fatalf("the spec refuses timeout auto: %v", err)

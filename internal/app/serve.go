@@ -184,7 +184,7 @@ func (s *serving) buildPage(context.Context) error {
 	}
 	s.closers.push("aggregator", func(context.Context) error { page.Close(); return nil })
 	s.page = page
-	s.ctl = &control{deps: deps, deadline: s.cfg.Deadline, maxInflight: s.cfg.MaxInflight,
+	s.ctl = &control{deps: deps, bounds: s.cfg.Bounds(), maxInflight: s.cfg.MaxInflight,
 		guards: guards, downstreams: byName, logger: s.logger}
 	s.ctl.warnUndersized("")
 	return nil

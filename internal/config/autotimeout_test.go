@@ -15,18 +15,15 @@ import (
 // adaptive sub-budget on, a duration turns it off, and the settings shown
 // say which.
 func TestTimeoutAuto(t *testing.T) {
-	const deadline = 1500 * time.Millisecond
+	deadline := config.DefaultServe().Bounds()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "deps.yaml")
 	file := "dependencies:\n  logistics:\n    timeout: auto\n    timeout_min: 100ms\n    timeout_max: 900ms\n  coupon:\n    timeout: 250ms\n"
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deps, err := config.LoadDependencies(path, config.DefaultDependencies())
+	deps, err := config.LoadFile(path, config.DefaultDependencies(), deadline)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := deps.Validate(deadline); err != nil {
 		t.Fatal(err)
 	}
 	lg, _ := deps.Get("logistics")
@@ -66,12 +63,12 @@ func TestTimeoutAuto(t *testing.T) {
 	}
 	// A key other than timeout is still a duration only, even in the same body.
 	for body, want := range map[string]string{
-		`{"timeout":"auto","fallback_timeout":"auto"}`: `dependencies.logistics.fallback_timeout: time: invalid duration "auto"`,
-		`{"fallback_timeout":"auto","timeout":"auto"}`: `dependencies.logistics.fallback_timeout: time: invalid duration "auto"`,
+		`{"timeout":"auto","fallback_timeout":"auto"}`: "dependencies.logistics: line 1: cannot unmarshal !!str `auto` into time.Duration",
+		`{"fallback_timeout":"auto","timeout":"auto"}`: "dependencies.logistics: line 1: cannot unmarshal !!str `auto` into time.Duration",
 		`{"timeout":"auto","timeout_min":"2s"}`:        "dependencies.logistics.timeout_min: must not exceed timeout_max (900ms), got 2s",
-		`{"timeout":"auto","timeout_max":"1500ms"}`:    "dependencies.logistics.timeout_max: 1500ms must be shorter than --deadline (ORDERAGG_DEADLINE) 1500ms",
-		`{"timeout":"sometimes"}`:                      `dependencies.logistics.timeout: must be a duration such as "300ms" or "auto", got "sometimes"`,
-		`{"timeout":true}`:                             "dependencies.logistics.timeout: must be a duration",
+		`{"timeout":"auto","timeout_max":"1400ms"}`:    "dependencies.logistics.timeout_max: 1.4s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s",
+		`{"timeout":"sometimes"}`:                      "dependencies.logistics: line 1: cannot unmarshal !!str `sometimes` into time.Duration",
+		`{"timeout":true}`:                             "dependencies.logistics: line 1: cannot unmarshal !!bool `true` into time.Duration",
 	} {
 		_, err := deps.Patch("logistics", []byte(body), deadline)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -84,8 +81,8 @@ func TestTimeoutAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := config.PatchDependency(lg, shown)
-	if err != nil || again != lg {
+	again, err := deps.Patch("logistics", shown, deadline)
+	if again, _ := again.Get("logistics"); err != nil || again != lg {
 		t.Fatalf("round trip of %s: %+v, %v", shown, again, err)
 	}
 	// A file line names the line of a bad mode.
@@ -93,7 +90,8 @@ func TestTimeoutAuto(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("dependencies:\n  logistics:\n\n    timeout: automatic\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.LoadDependencies(bad, config.DefaultDependencies()); err == nil || !strings.Contains(err.Error(), `got "automatic" (line 4)`) {
+	if _, err := config.LoadFile(bad, config.DefaultDependencies(), deadline); err == nil ||
+		!strings.Contains(err.Error(), "dependencies.logistics.timeout (line 4): cannot unmarshal !!str `automatic` into time.Duration") {
 		t.Fatalf("bad mode in a file: %v", err)
 	}
 }

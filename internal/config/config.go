@@ -1,33 +1,49 @@
-// Package config reads orderagg's configuration once, at the edge: the
-// command-line flags and their ORDERAGG_* environment twins (parsed by
-// github.com/peterbourgon/ff) and the YAML file of per-dependency settings
-// (decoded strictly by yaml.v3), into plain structs whose defaults are
-// visible in one place (DefaultServe, DefaultSim, DefaultDependencies).
-// Other packages are handed the values they need and never read the
-// environment themselves.
+// Package config reads orderagg's configuration once, at the edge, into
+// plain structs whose defaults are visible in one place (DefaultServe,
+// DefaultSim, DefaultDependencies): the command-line flags and their
+// ORDERAGG_* environment twins, parsed by ff (a flag wins over its
+// variable), and the --config YAML file of per-dependency settings, decoded
+// strictly by yaml.v3. Other packages are handed the values they need and
+// never read the environment themselves.
 //
-// Precedence, highest first: a flag on the command line, its environment
-// variable, the built-in default. The --config file then overrides the
-// built-in per-dependency settings, key by key. Every bad value stops the
-// start-up with a one-line error that names the flag (and its variable) or
-// the file key, and matches ErrUsage.
-//
-// The package holds no state: every function is safe for concurrent use, and
-// none modifies its arguments.
+// Every error ParseServe and ParseSim return for a bad value is one line
+// that names the flag (or the file key and its line) and matches ErrUsage.
+// The package holds no state; every function is safe for concurrent use.
 package config
 
+//go:generate go test -run TestExampleFile -update .
+
 import (
+	"cmp"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/peterbourgon/ff/v3"
 
 	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/downstream"
 )
+
+// ErrUsage matches every error of a bad command line, environment or
+// --config file: print its one-line message and exit with status 2.
+// --help comes back as flag.ErrHelp instead (print the usage, exit 0).
+var ErrUsage = errors.New("config: usage error")
+
+// EnvPrefix starts every flag's environment twin: --order-url is
+// ORDERAGG_ORDER_URL.
+const EnvPrefix = "ORDERAGG_"
 
 // Admission modes (--admission).
 const (
@@ -35,136 +51,164 @@ const (
 	AdmissionAdaptive = "adaptive"
 )
 
-// Serve is the configuration of `orderagg serve`.
+// Serve is the configuration of `orderagg serve`. Each field's flag is its
+// name in kebab case (Deadline is --deadline); DefaultServe gives the
+// defaults, which --help shows.
 type Serve struct {
-	// Addr is the listen address of the order-detail API. Default
-	// 127.0.0.1:8080, so a demo run is not exposed (the image sets :8080).
+	// Addr is the API's listen address. Default 127.0.0.1:8080, so a demo is
+	// not exposed (the image sets :8080).
 	Addr string
-
-	// URLs are the downstreams' base URLs by registered name (--order-url
-	// sets URLs["order"]), DownstreamsURL filling those left empty. All
-	// empty means embedded demo mode; some but not all is an error, as a
-	// half-simulated page would mislead. Copies share the map: replace it.
-	URLs map[string]string
-
-	// DownstreamsURL is the base URL of every downstream without its own, so
-	// a deployment naming only it needs no edit for a new downstream.
+	// URLs are the downstreams' base URLs by registered name (--order-url is
+	// URLs["order"]); DownstreamsURL fills those left empty. All empty means
+	// the simulators run in-process; some but not all is an error.
+	URLs           map[string]string
 	DownstreamsURL string
-
-	// RedisURL is the last-good cache; empty means an embedded, not durable,
-	// in-process server.
+	// RedisURL is the last-good cache; empty: an embedded, not durable one.
 	RedisURL string
-
-	// Deadline is the whole budget of one order-detail request. Default
-	// 1500ms, the page's latency promise.
+	// Deadline is the whole budget of one order-detail request. Default 1500ms.
 	Deadline time.Duration
-
-	// Reserve is kept back from the deadline for the fallbacks (last-good
-	// reads), assembly and encoding: every sub-budget is cut to the time left
-	// minus the reserve. Default 100ms, two cache timeouts. Must be shorter
-	// than Deadline.
+	// Reserve is kept back from Deadline for the fallbacks (last-good reads),
+	// assembly and encoding: the calls end at Deadline − Reserve. Default
+	// 100ms, two cache reads. See Bounds for the rules it must meet.
 	Reserve time.Duration
-
 	// MaxInflight bounds the order-detail requests served at once; the next
-	// one gets an immediate 503 OVERLOADED. Default DefaultMaxInflight. It
-	// is the one limit of orderagg's own that sheds load: every built-in
-	// bulkhead is sized from it (Dependencies.MinBulkhead), so a healthy
-	// dependency is never refused a call while admission lets a page in.
+	// gets an immediate 503 OVERLOADED. Default 1024; the built-in bulkheads
+	// are sized from it (Dependencies.MinBulkhead).
 	MaxInflight int
-
-	// Admission is how the in-flight limit is set: AdmissionFixed (the
-	// default) holds it at MaxInflight; AdmissionAdaptive lowers it below
-	// MaxInflight while requests queue in this process (a latency gradient,
-	// internal/admission) and raises it back when they stop.
+	// Admission is AdmissionFixed (default: the limit is MaxInflight) or
+	// AdmissionAdaptive (lowered below it while requests queue).
 	Admission string
-
 	// ConfigFile is the YAML file of per-dependency settings, re-read on
-	// SIGHUP; empty means the built-in ones.
+	// SIGHUP; empty: the built-in ones.
 	ConfigFile string
-
-	// AdminAddr is the admin API's address; empty means off. AdminToken is
-	// the bearer token it requires, given directly or read from
-	// AdminTokenFile (out of the process list); it is required with an
-	// address, and at least MinAdminToken bytes: the API changes live settings.
+	// AdminAddr is the admin API's address; empty: off. It requires
+	// AdminToken, at least MinAdminToken bytes, given directly or read from
+	// AdminTokenFile (out of the process list).
 	AdminAddr, AdminToken, AdminTokenFile string
-
-	// MaxEventStreams bounds the dashboard's live event streams (the next
-	// gets a 503). Default 100: each holds a connection while a tab is open.
+	// AllowedHosts are Host names served beside the loopback ones ("*": any).
+	AllowedHosts []string
+	// TrustedProxies are the addresses or CIDR prefixes whose X-Forwarded-For
+	// is believed; empty: none.
+	TrustedProxies []string
+	// ForwardBaggage are the baggage keys forwarded to the downstreams;
+	// empty (the default): none.
+	ForwardBaggage []string
+	// MaxEventStreams bounds the dashboard's live streams. Default 100.
 	MaxEventStreams int
-
-	// ReadHeaderTimeout disconnects a client that dribbles its headers
-	// (slowloris). Default 5s: a real client sends them in one packet.
+	// ReadHeaderTimeout cuts off a client dribbling its headers. Default 5s.
 	ReadHeaderTimeout time.Duration
-
-	// ShutdownTimeout bounds the graceful drain on SIGINT/SIGTERM. Default
-	// 10s: in-flight requests need at most a deadline (1.5s); the rest is for
-	// flushing telemetry and closing the cache.
+	// ShutdownTimeout bounds the drain after SIGINT/SIGTERM. Default 10s.
 	ShutdownTimeout time.Duration
-
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
-
-	// AllowedHosts are the Host names served besides the loopback ones
-	// when listening on loopback ("*": any); see internal/hostguard.
-	AllowedHosts []string
-
 	// Dependencies are the per-dependency settings in force at start-up:
-	// DefaultDependenciesFor(MaxInflight) with the --config file laid over
-	// them.
+	// DefaultDependenciesFor(MaxInflight) with the --config file laid over.
 	Dependencies Dependencies
 }
 
-// DefaultMaxInflight is --max-inflight's default. By Little's law 1024
-// pages in flight carry 680 pages/s even when every page runs to the 1500ms
-// deadline (a hung order), and about 10,000/s at a 100ms page: more than one
-// instance serves, so admission refuses pages only when the process itself
-// is saturated or its dependencies are slow at a rate it cannot carry.
-const DefaultMaxInflight = 1024
+// DefaultMaxInflight is --max-inflight's default; MaxMaxInflight bounds it,
+// as the bulkheads are multiples of it.
+const DefaultMaxInflight, MaxMaxInflight = 1024, 1 << 20
 
-// MaxMaxInflight bounds --max-inflight: the bulkheads, and the downstream
-// connection pools, are multiples of it.
-const MaxMaxInflight = 1 << 20
+// MinAdminToken is the shortest admin token accepted, in bytes.
+const MinAdminToken = 16
 
-// DefaultServe returns serve's built-in configuration, what ParseServe gives
-// for an empty command line and environment.
+// DefaultServe returns serve's built-in configuration.
 func DefaultServe() Serve {
 	return Serve{
 		Addr:              "127.0.0.1:8080",
+		URLs:              map[string]string{},
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       DefaultMaxInflight,
 		Admission:         AdmissionFixed,
-		ShutdownTimeout:   10 * time.Second,
-		ReadHeaderTimeout: 5 * time.Second,
-		LogLevel:          "info",
 		MaxEventStreams:   100,
+		ReadHeaderTimeout: 5 * time.Second,
+		ShutdownTimeout:   10 * time.Second,
+		LogLevel:          "info",
 		Dependencies:      DefaultDependencies(),
-		URLs:              map[string]string{},
 	}
 }
 
-// MinAdminToken is the shortest admin token accepted, in bytes: 16 random
-// bytes are out of reach of guessing.
-const MinAdminToken = 16
+// Sim is the configuration of `orderagg sim`.
+type Sim struct {
+	// Addr serves the four simulated services. Default 127.0.0.1:9100.
+	Addr string
+	// AllowedHosts are Host names served beside the loopback ones ("*": any).
+	AllowedHosts []string
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+}
+
+// DefaultSim returns sim's built-in configuration.
+func DefaultSim() Sim { return Sim{Addr: "127.0.0.1:9100", LogLevel: "info"} }
+
+// ServeFlags defines serve's flags on a new flag set, bound to s.
+func ServeFlags(s *Serve) *flag.FlagSet {
+	fs := newFlagSet("serve")
+	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the order-detail API")
+	for _, name := range downstream.Names() {
+		fs.Var(urlValue{s.URLs, name}, name+"-url", "base `URL` of the "+name+" service; empty: --downstreams-url")
+	}
+	fs.StringVar(&s.DownstreamsURL, "downstreams-url", s.DownstreamsURL, "base `URL` of every downstream without its own --NAME-url; all empty: embedded simulators")
+	fs.StringVar(&s.RedisURL, "redis-url", s.RedisURL, "redis:// or rediss:// `URL` of the last-good cache; empty: embedded, not durable")
+	fs.DurationVar(&s.Deadline, "deadline", s.Deadline, "total budget of one order-detail request")
+	fs.DurationVar(&s.Reserve, "reserve", s.Reserve, "part of the deadline kept back for fallbacks, assembly and encoding")
+	fs.IntVar(&s.MaxInflight, "max-inflight", s.MaxInflight, "order-detail requests served at once; beyond it an immediate 503 OVERLOADED")
+	fs.StringVar(&s.Admission, "admission", s.Admission, "admission limit: fixed (--max-inflight) or adaptive (lowered while requests queue)")
+	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML `file` of per-dependency settings (see config.example.yaml); re-read on SIGHUP")
+	fs.StringVar(&s.AdminAddr, "admin-addr", s.AdminAddr, "listen address of the admin API; empty: off")
+	fs.StringVar(&s.AdminToken, "admin-token", s.AdminToken, fmt.Sprintf("bearer token the admin API requires (at least %d bytes)", MinAdminToken))
+	fs.StringVar(&s.AdminTokenFile, "admin-token-file", s.AdminTokenFile, "`file` holding the admin token (keeps it out of the process list)")
+	fs.Var((*list)(&s.AllowedHosts), "allowed-hosts", allowedHostsHelp)
+	fs.Var((*list)(&s.TrustedProxies), "trusted-proxies", "addresses or CIDR prefixes whose X-Forwarded-For is believed, comma-separated")
+	fs.Var((*list)(&s.ForwardBaggage), "forward-baggage", "baggage keys forwarded to the downstreams, comma-separated; empty: none")
+	fs.IntVar(&s.MaxEventStreams, "max-event-streams", s.MaxEventStreams, "dashboard event streams served at once; beyond it 503")
+	fs.DurationVar(&s.ReadHeaderTimeout, "read-header-timeout", s.ReadHeaderTimeout, "a client slower than this to send its headers is disconnected")
+	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "bound on the graceful drain after SIGINT/SIGTERM")
+	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: debug, info, warn or error")
+	return fs
+}
+
+// SimFlags defines sim's flags on a new flag set, bound to s.
+func SimFlags(s *Sim) *flag.FlagSet {
+	fs := newFlagSet("sim")
+	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the simulated services and the fault API")
+	fs.Var((*list)(&s.AllowedHosts), "allowed-hosts", allowedHostsHelp)
+	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: debug, info, warn or error")
+	return fs
+}
+
+const allowedHostsHelp = "`hosts` served besides loopback ones on a loopback address, comma-separated; *: any (see internal/hostguard)"
+
+// ServeUsage writes serve's --help.
+func ServeUsage(w io.Writer) {
+	s := DefaultServe()
+	PrintUsage(w, ServeFlags(&s), EnvPrefix, "orderagg serve [flags]", "Runs the order-detail service (the default command).")
+}
+
+// SimUsage writes sim's --help.
+func SimUsage(w io.Writer) {
+	s := DefaultSim()
+	PrintUsage(w, SimFlags(&s), EnvPrefix, "orderagg sim [flags]", "Runs the four simulated downstream services, with fault injection.")
+}
 
 // ParseServe reads serve's configuration from args (after the sub-command)
-// and the ORDERAGG_* variables of the process environment, then loads the
-// --config file. --help returns flag.ErrHelp (print ServeUsage, exit 0);
-// every other error is one line naming the flag and its variable, or the
-// file key, matches ErrUsage (exit 2), and never repeats a password.
+// and the ORDERAGG_* environment, then loads and validates the --config
+// file against the flags' Bounds.
 func ParseServe(args []string) (Serve, error) { return parseServe(args, true) }
 
 // ParseServeArgs is ParseServe without the environment, for in-process
-// services (tests, the load tool's experiments) that must not depend on the
-// caller's shell.
+// services (tests, the load tool) that must not depend on the caller's shell.
 func ParseServeArgs(args []string) (Serve, error) { return parseServe(args, false) }
 
 func parseServe(args []string, env bool) (Serve, error) {
 	s := DefaultServe()
-	if err := serveFlags(&s).Parse(args, env); err != nil {
+	if err := Parse(ServeFlags(&s), args, EnvPrefix, env); err != nil {
 		return Serve{}, err
 	}
-	if err := s.resolve(); err != nil {
+	s.LogLevel, s.Admission = strings.ToLower(s.LogLevel), strings.ToLower(s.Admission)
+	if err := s.check(); err != nil {
 		return Serve{}, usage(err)
 	}
 	deps, err := s.LoadDependencies()
@@ -178,130 +222,140 @@ func parseServe(args []string, env bool) (Serve, error) {
 // ParseSim is ParseServe for `orderagg sim`.
 func ParseSim(args []string) (Sim, error) {
 	s := DefaultSim()
-	if err := simFlags(&s).Parse(args, true); err != nil {
+	if err := Parse(SimFlags(&s), args, EnvPrefix, true); err != nil {
 		return Sim{}, err
 	}
-	return s, nil
+	return s, usage(first(named("addr", checkAddr(s.Addr, false)),
+		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
+		named("log-level", checkChoice(s.LogLevel, logLevels...))))
 }
 
-// ServeTable lists serve's flags in --help order, with their defaults.
-func ServeTable() []FlagDoc {
-	s := DefaultServe()
-	return serveFlags(&s).Table()
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // the caller prints the error or the usage
+	return fs
 }
 
-// SimTable lists sim's flags in --help order, with their defaults.
-func SimTable() []FlagDoc {
-	s := DefaultSim()
-	return simFlags(&s).Table()
-}
-
-// ServeUsage writes serve's --help text.
-func ServeUsage(w io.Writer) {
-	WriteUsage(w, "orderagg serve [flags]", "Runs the order-detail service (the default command).", ServeTable())
-}
-
-// SimUsage writes sim's --help text.
-func SimUsage(w io.Writer) {
-	WriteUsage(w, "orderagg sim [flags]", "Runs the four simulated downstream services, with fault injection.", SimTable())
-}
-
-var (
-	webSchemes   = []string{"http", "https"}
-	redisSchemes = []string{"redis", "rediss"}
-	// admissionModes are the values --admission accepts.
-	admissionModes = []string{AdmissionFixed, AdmissionAdaptive}
-)
-
-func serveFlags(s *Serve) *Flags {
-	f := NewFlags("serve")
-	f.Addr(&s.Addr, "addr", "listen address of the order-detail API", false)
-	// One --NAME-url per registered downstream. The map is replaced, not
-	// changed, so a copy of the defaults is never written through.
-	s.URLs = maps.Clone(s.URLs)
-	if s.URLs == nil {
-		s.URLs = map[string]string{}
+// Parse parses args into fs with ff and, when env is set, the environment
+// twins (prefix plus the flag's name in upper case, - as _) of the flags args
+// leave out. --help returns flag.ErrHelp; every other error is one line
+// naming the flag and its variable, matches ErrUsage and shows no password.
+func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
+	var refused error
+	fs.VisitAll(func(f *flag.Flag) {
+		f.Value = checked{f.Value, func(v string, err error) {
+			refused = cmp.Or(refused, fmt.Errorf("--%s (%s): invalid value %q: %w", f.Name, EnvName(prefix, f.Name), v, err))
+		}}
+	})
+	defer fs.VisitAll(func(f *flag.Flag) { f.Value = f.Value.(checked).Value })
+	var opts []ff.Option
+	if env {
+		opts = append(opts, ff.WithEnvVarPrefix(strings.TrimSuffix(prefix, "_")))
 	}
-	for _, name := range downstream.Names() {
-		f.Func(name+"-url", "URL", "base URL of the "+name+" service; empty: --downstreams-url", func() string { return s.URLs[name] },
-			func(v string) error {
-				if err := CheckURL(v, webSchemes, false); err != nil {
-					return err
-				}
-				s.URLs[name] = v
-				return nil
-			})
+	err := ff.Parse(fs, args, opts...)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return flag.ErrHelp
+	case err != nil:
+		return usage(errors.New(redact(cmp.Or(refused, errors.Unwrap(err)).Error()))) // without ff's "error parsing …"
+	case fs.NArg() > 0:
+		return usage(fmt.Errorf("unexpected argument %q (see --help)", redact(fs.Arg(0))))
 	}
-	f.URL(&s.DownstreamsURL, "downstreams-url", "base URL of every downstream without its own --NAME-url (one orderagg sim serves them all); all empty: embedded simulators", webSchemes, false)
-	f.URL(&s.RedisURL, "redis-url", "redis:// or rediss:// URL of the last-good cache; empty: embedded, not durable", redisSchemes, true)
-	f.Duration(&s.Deadline, "deadline", "total budget of one order-detail request", false)
-	f.Duration(&s.Reserve, "reserve", "part of the deadline kept back for fallbacks, assembly and encoding", false)
-	f.Int(&s.MaxInflight, "max-inflight", "order-detail requests served at once; beyond it an immediate 503 OVERLOADED (the built-in bulkheads follow it)", MaxMaxInflight)
-	f.Choice(&s.Admission, "admission", "mode", "admission limit: fixed (--max-inflight) or adaptive (a latency gradient below --max-inflight; see docs/design.md)", admissionModes)
-	f.Int(&s.MaxEventStreams, "max-event-streams", "dashboard event streams served at once; beyond it 503", 0)
-	f.String(&s.ConfigFile, "config", "file", "YAML file of per-dependency settings (see config.example.yaml); re-read on SIGHUP")
-	f.Addr(&s.AdminAddr, "admin-addr", "listen address of the admin API; empty: off", true)
-	f.String(&s.AdminToken, "admin-token", "string", fmt.Sprintf("bearer token the admin API requires (needed with --admin-addr; at least %d bytes)", MinAdminToken))
-	f.String(&s.AdminTokenFile, "admin-token-file", "file", "file holding the admin token, trailing newline ignored (keeps it out of the process list)")
-	f.Duration(&s.ReadHeaderTimeout, "read-header-timeout", "a client slower than this to send its request headers is disconnected (slowloris)", false)
-	f.Duration(&s.ShutdownTimeout, "shutdown-timeout", "bound on the graceful drain after SIGINT/SIGTERM", false)
-	f.Choice(&s.LogLevel, "log-level", "level", "log level: "+strings.Join(logLevels, ", "), logLevels)
-	allowedHosts(f, &s.AllowedHosts)
-	return f
+	return nil
 }
 
-func simFlags(s *Sim) *Flags {
-	f := NewFlags("sim")
-	f.Addr(&s.Addr, "addr", "listen address of the four simulated services and the fault API", false)
-	f.Choice(&s.LogLevel, "log-level", "level", "log level: "+strings.Join(logLevels, ", "), logLevels)
-	allowedHosts(f, &s.AllowedHosts)
-	return f
+// checked tells refused which value a flag refused, so that Parse can name
+// the flag as it is written.
+type checked struct {
+	flag.Value
+	refused func(string, error)
 }
 
-// allowedHosts defines --allowed-hosts, a comma-separated list.
-func allowedHosts(f *Flags, p *[]string) {
-	f.Func("allowed-hosts", "hosts", "Host names served besides loopback ones on a loopback address, comma-separated; *: any",
-		func() string { return strings.Join(*p, ",") },
-		func(v string) error {
-			*p = nil
-			for _, h := range strings.Split(v, ",") {
-				if h = strings.TrimSpace(h); h != "" {
-					*p = append(*p, h)
-				}
-			}
-			return nil
-		})
+func (c checked) Set(s string) error {
+	err := c.Value.Set(s)
+	if err != nil {
+		c.refused(s, err)
+	}
+	return err
 }
 
-// resolve enforces the rules that tie flags together, fills in the downstream
-// URLs from --downstreams-url and reads the admin token file.
-func (s *Serve) resolve() error {
+func (c checked) IsBoolFlag() bool {
+	b, ok := c.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// MarkdownTable lists fs's flags for the README: flag, variable, default, meaning.
+func MarkdownTable(fs *flag.FlagSet, prefix string) string {
+	var b strings.Builder
+	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		_, help := flag.UnquoteUsage(f)
+		def := "empty"
+		if f.DefValue != "" {
+			def = "`" + f.DefValue + "`"
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), def, help)
+	})
+	return b.String()
+}
+
+// PrintUsage writes a command's --help: its usage line, what it does, and
+// every flag with its type, environment variable and default.
+func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, usageLine, what string) {
+	fmt.Fprintf(w, "Usage: %s\n\n%s\nEvery flag can also be set by its environment variable; the flag wins.\n\nFlags:\n", usageLine, what)
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, help := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), orEmpty(f.DefValue), help)
+	})
+}
+
+// EnvName is the environment twin of the flag called name.
+func EnvName(prefix, name string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+func orEmpty(s string) string {
+	if s == "" {
+		return "empty"
+	}
+	return s
+}
+
+// check enforces the rules on the flags' values and between flags, fills in
+// the downstream URLs from --downstreams-url and reads the token file.
+func (s *Serve) check() error {
 	var errs []error
-	var all, missing []string
+	var missing []string
 	for _, name := range downstream.Names() {
-		all = append(all, "--"+name+"-url")
+		errs = append(errs, named(name+"-url", CheckURL(s.URLs[name], webSchemes, false)))
 		if s.URLs[name] == "" {
-			missing = append(missing, flagAndEnv(name+"-url"))
-		}
-	}
-	if s.DownstreamsURL != "" {
-		urls := SameURL(s.DownstreamsURL)
-		for name, u := range s.URLs {
-			if u != "" {
-				urls[name] = u
+			missing = append(missing, "--"+name+"-url")
+			if s.DownstreamsURL != "" {
+				s.URLs[name] = s.DownstreamsURL
 			}
 		}
-		s.URLs = urls
-	} else if len(missing) > 0 && len(missing) < len(all) {
-		errs = append(errs, fmt.Errorf("set all downstream URLs (%s), or %s for the rest, or none (embedded simulators); missing %s",
-			strings.Join(all, ", "), flagAndEnv("downstreams-url"), strings.Join(missing, ", ")))
 	}
-	errs = append(errs, s.readAdminToken())
-	if s.Deadline <= s.Reserve {
-		errs = append(errs, fmt.Errorf("%s %s must be longer than %s %s, the time kept back for fallbacks and encoding",
-			flagAndEnv("deadline"), formatDuration(s.Deadline), flagAndEnv("reserve"), formatDuration(s.Reserve)))
+	if s.DownstreamsURL == "" && len(missing) > 0 && len(missing) < len(downstream.Names()) {
+		errs = append(errs, fmt.Errorf("set every downstream URL, or --downstreams-url (%s) for the rest, or none (embedded simulators); missing %s",
+			EnvName(EnvPrefix, "downstreams-url"), strings.Join(missing, ", ")))
 	}
-	return join(errs)
+	return first(append(errs,
+		named("addr", checkAddr(s.Addr, false)),
+		named("admin-addr", checkAddr(s.AdminAddr, true)),
+		named("downstreams-url", CheckURL(s.DownstreamsURL, webSchemes, false)),
+		named("redis-url", CheckURL(s.RedisURL, []string{"redis", "rediss"}, true)),
+		named("deadline", positive(s.Deadline)),
+		named("reserve", positive(s.Reserve)),
+		named("max-inflight", cmp.Or(positive(s.MaxInflight), atMost(s.MaxInflight, MaxMaxInflight))),
+		named("max-event-streams", positive(s.MaxEventStreams)),
+		named("read-header-timeout", positive(s.ReadHeaderTimeout)),
+		named("shutdown-timeout", positive(s.ShutdownTimeout)),
+		named("admission", checkChoice(s.Admission, AdmissionFixed, AdmissionAdaptive)),
+		named("log-level", checkChoice(s.LogLevel, logLevels...)),
+		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
+		named("trusted-proxies", checkEach(s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix)),
+		named("forward-baggage", checkEach(s.ForwardBaggage, "baggage keys", isToken)),
+		s.readAdminToken())...)
 }
 
 // readAdminToken reads the token file, if any, and checks the token. No
@@ -310,26 +364,43 @@ func (s *Serve) readAdminToken() error {
 	from := "admin-token"
 	if s.AdminTokenFile != "" {
 		if s.AdminToken != "" {
-			return fmt.Errorf("%s and %s are exclusive: give the token one way", flagAndEnv("admin-token"), flagAndEnv("admin-token-file"))
+			return named("admin-token-file", errors.New("exclusive with --admin-token: give the token one way"))
 		}
 		data, err := os.ReadFile(s.AdminTokenFile)
 		if err != nil {
-			return fmt.Errorf("%s: %w", flagAndEnv("admin-token-file"), err)
+			return named("admin-token-file", err)
 		}
 		s.AdminToken, from = strings.TrimRight(string(data), "\r\n"), "admin-token-file"
 	}
 	switch {
 	case s.AdminToken != "" && len(s.AdminToken) < MinAdminToken:
-		return fmt.Errorf("%s: the token must be at least %d bytes, got %d", flagAndEnv(from), MinAdminToken, len(s.AdminToken))
+		return named(from, fmt.Errorf("the token must be at least %d bytes, got %d", MinAdminToken, len(s.AdminToken)))
 	case s.AdminAddr != "" && s.AdminToken == "":
-		return fmt.Errorf("%s needs %s or %s: the admin API changes live settings and never runs unauthenticated",
-			flagAndEnv("admin-addr"), flagAndEnv("admin-token"), flagAndEnv("admin-token-file"))
+		return named("admin-addr", errors.New("needs --admin-token or --admin-token-file: the admin API changes live settings"))
 	}
 	return nil
 }
 
-// EmbeddedDownstreams reports whether the simulators must run in-process:
-// no downstream URL is set (ParseServe has made sure it is all or none).
+// Bounds are the page's limits that the per-dependency settings must fit.
+func (s Serve) Bounds() Bounds { return Bounds{Deadline: s.Deadline, Reserve: s.Reserve} }
+
+// LoadDependencies returns the settings of s's ConfigFile laid over
+// DefaultDependenciesFor(s.MaxInflight), validated against s.Bounds();
+// without a file, the validated defaults. It is what start-up and a SIGHUP
+// reload run: on error, keep the settings in force.
+func (s Serve) LoadDependencies() (Dependencies, error) {
+	deps := DefaultDependenciesFor(s.MaxInflight)
+	if s.ConfigFile != "" {
+		return LoadFile(s.ConfigFile, deps, s.Bounds())
+	}
+	if err := deps.Validate(s.Bounds()); err != nil {
+		return Dependencies{}, err
+	}
+	return deps, nil
+}
+
+// EmbeddedDownstreams reports whether no downstream URL is set, so the
+// simulators must run in-process.
 func (s Serve) EmbeddedDownstreams() bool {
 	for _, u := range s.URLs {
 		if u != "" {
@@ -342,7 +413,7 @@ func (s Serve) EmbeddedDownstreams() bool {
 // SameURL returns URLs with every registered downstream at base, as one
 // `orderagg sim` serves them all.
 func SameURL(base string) map[string]string {
-	out := make(map[string]string)
+	out := map[string]string{}
 	for _, name := range downstream.Names() {
 		out[name] = base
 	}
@@ -352,94 +423,176 @@ func SameURL(base string) map[string]string {
 // SlogLevel is LogLevel as a slog.Level.
 func (s Serve) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
 
-// LoadDependencies returns the per-dependency settings that s's ConfigFile
-// describes, laid over DefaultDependenciesFor(s.MaxInflight) (so a key
-// removed from the file returns to its default) and validated against s.Deadline. Without a file it
-// returns the defaults. It is what ParseServe runs at start-up and what a
-// SIGHUP reload should run: on error, keep the settings in force.
-func (s Serve) LoadDependencies() (Dependencies, error) {
-	deps := DefaultDependenciesFor(s.MaxInflight)
-	if s.ConfigFile != "" {
-		var err error
-		if deps, err = LoadDependencies(s.ConfigFile, deps); err != nil {
-			return Dependencies{}, err
-		}
-	}
-	if err := deps.Validate(s.Deadline); err != nil {
-		if s.ConfigFile != "" {
-			return Dependencies{}, fmt.Errorf("config file %s: %w", s.ConfigFile, err)
-		}
-		return Dependencies{}, err
-	}
-	return deps, nil
-}
-
-// LogValue implements slog.LogValuer so the configuration can be logged at
-// start-up without leaking secrets: the admin token is replaced and
-// passwords in URLs are masked. The per-dependency settings are left out
-// (they have their own endpoint, GET /admin/dependencies).
-func (s Serve) LogValue() slog.Value {
-	token := ""
-	if s.AdminToken != "" {
-		token = "REDACTED"
-	}
-	attrs := []slog.Attr{slog.String("addr", s.Addr)}
-	for _, name := range downstream.Names() {
-		attrs = append(attrs, slog.String(name+"_url", redactURL(s.URLs[name])))
-	}
-	return slog.GroupValue(append(attrs,
-		slog.String("downstreams_url", redactURL(s.DownstreamsURL)),
-		slog.String("redis_url", redactURL(s.RedisURL)),
-		slog.Duration("deadline", s.Deadline),
-		slog.Duration("reserve", s.Reserve),
-		slog.Int("max_inflight", s.MaxInflight),
-		slog.String("admission", s.Admission),
-		slog.String("config", s.ConfigFile),
-		slog.String("admin_addr", s.AdminAddr),
-		slog.String("admin_token", token),
-		slog.String("admin_token_file", s.AdminTokenFile),
-		slog.Int("max_event_streams", s.MaxEventStreams),
-		slog.Duration("read_header_timeout", s.ReadHeaderTimeout),
-		slog.Duration("shutdown_timeout", s.ShutdownTimeout),
-		slog.String("log_level", s.LogLevel),
-		slog.Any("allowed_hosts", s.AllowedHosts),
-	)...)
-}
-
-// Sim is the configuration of `orderagg sim`.
-type Sim struct {
-	// Addr serves all four simulated services. Default 127.0.0.1:9100, away
-	// from serve's 8080 so both run side by side.
-	Addr string
-	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string
-	// AllowedHosts is Serve.AllowedHosts for the simulator's listener.
-	AllowedHosts []string
-}
-
-// DefaultSim returns sim's built-in configuration.
-func DefaultSim() Sim {
-	return Sim{Addr: "127.0.0.1:9100", LogLevel: "info"}
-}
-
 // SlogLevel is LogLevel as a slog.Level.
 func (s Sim) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
 
-// logLevels are the names --log-level accepts, in usage order.
-var logLevels = []string{"debug", "info", "warn", "error"}
-
-func slogLevel(name string) slog.Level {
-	switch name {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
+// LogValue logs the configuration as its flags, without secrets: the admin
+// token is replaced and passwords in URLs are masked. The per-dependency
+// settings are left out (GET /admin/dependencies shows them).
+func (s Serve) LogValue() slog.Value {
+	var attrs []slog.Attr
+	ServeFlags(&s).VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		if strings.Contains(v, "://") {
+			v = cache.RedactURL(v)
+		} else if f.Name == "admin-token" && v != "" {
+			v = "REDACTED"
+		}
+		attrs = append(attrs, slog.String(strings.ReplaceAll(f.Name, "-", "_"), v))
+	})
+	return slog.GroupValue(attrs...)
 }
 
-// redactURL hides the passwords of a URL, in its user information and in
-// its query (Sentinel URLs carry them there), for logs.
-func redactURL(raw string) string { return cache.RedactURL(raw) }
+var (
+	webSchemes = []string{"http", "https"}
+	logLevels  = []string{"debug", "info", "warn", "error"}
+)
+
+func slogLevel(name string) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(name)) // checked by ParseServe; info otherwise
+	return l
+}
+
+// list is a comma-separated flag value; blanks around entries are dropped.
+type list []string
+
+func (l *list) String() string { return strings.Join(*l, ",") }
+
+func (l *list) Set(s string) error {
+	*l = nil
+	for e := range strings.SplitSeq(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			*l = append(*l, e)
+		}
+	}
+	return nil
+}
+
+// urlValue is a flag value held in a map, under key.
+type urlValue struct {
+	m   map[string]string
+	key string
+}
+
+func (e urlValue) String() string     { return e.m[e.key] }
+func (e urlValue) Set(v string) error { e.m[e.key] = v; return nil }
+
+// named puts the flag and its variable in front of err; nil stays nil.
+func named(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("--%s (%s): %w", name, EnvName(EnvPrefix, name), err)
+}
+
+// first returns the first error that is not nil: start-up errors are one line.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func usage(err error) error {
+	if err == nil || errors.Is(err, ErrUsage) {
+		return err
+	}
+	return usageError{err}
+}
+
+// usageError marks err as ErrUsage without changing its message.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error        { return e.error }
+func (e usageError) Is(target error) bool { return target == ErrUsage }
+
+func positive[T int | time.Duration](v T) error {
+	if v <= 0 {
+		return fmt.Errorf("must be positive, got %v", v)
+	}
+	return nil
+}
+
+// checkAddr accepts host:port with a numeric port (0: any free one), and
+// empty when optional.
+func checkAddr(s string, optional bool) error {
+	if s == "" && optional {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("want host:port with a port 0..65535, got %q", s)
+	}
+	return nil
+}
+
+func atMost(n, limit int) error {
+	if n > limit {
+		return fmt.Errorf("must be at most %d, got %d", limit, n)
+	}
+	return nil
+}
+
+func checkChoice(v string, choices ...string) error {
+	if !slices.Contains(choices, v) {
+		return fmt.Errorf("want one of %s, got %q", strings.Join(choices, ", "), v)
+	}
+	return nil
+}
+
+func checkEach(l []string, want string, ok func(string) bool) error {
+	for _, e := range l {
+		if !ok(e) {
+			return fmt.Errorf("want %s, got %q", want, e)
+		}
+	}
+	return nil
+}
+
+func isHost(h string) bool { return h == "*" || !strings.ContainsAny(h, "*/@ ") }
+
+func isIPOrPrefix(p string) bool {
+	_, errPrefix := netip.ParsePrefix(p)
+	_, errAddr := netip.ParseAddr(p)
+	return errPrefix == nil || errAddr == nil
+}
+
+// isToken accepts an HTTP token, what a W3C baggage key is.
+func isToken(k string) bool { return !strings.ContainsAny(k, " \t\"(),/:;<=>?@[\\]{}") }
+
+// CheckURL accepts empty, or an absolute URL with one of schemes and a
+// host, no fragment, and no query unless query is set (Redis URLs take
+// options there). Its errors never repeat s, which may hold a password.
+func CheckURL(s string, schemes []string, query bool) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return errors.New("not a valid URL")
+	case !slices.Contains(schemes, u.Scheme):
+		return fmt.Errorf("scheme must be %s", strings.Join(schemes, " or "))
+	case u.Hostname() == "":
+		return errors.New("missing host")
+	case u.Fragment != "" || u.RawQuery != "" && !query:
+		return errors.New("a base URL takes no query or fragment")
+	}
+	return nil
+}
+
+var (
+	// userinfo runs to the last '@' of a word, so a password holding '/',
+	// '#' or '@' is hidden whole.
+	userinfo    = regexp.MustCompile(`(://)\S*@`)
+	secretQuery = regexp.MustCompile(`(?i)([?&;](?:sentinel_)?password=)[^&#\s]*`)
+)
+
+// redact hides the passwords of anything URL-like in text shown back to
+// the user (the flag package quotes a refused argument whole).
+func redact(s string) string {
+	return secretQuery.ReplaceAllString(userinfo.ReplaceAllString(s, "${1}xxxxx@"), "${1}xxxxx")
+}

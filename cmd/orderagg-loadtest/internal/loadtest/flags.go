@@ -1,11 +1,11 @@
 package loadtest
 
 import (
-	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,50 +66,57 @@ func envName(flagName string) string {
 	return config.EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// flags defines the command's flags on o, through the service's flag layer
-// (ff: the command line, then the ORDERAGG_* twins).
-func flags(o *Options) *config.Flags {
-	f := config.NewFlags("orderagg-loadtest")
-	f.Func("url", "URL", "base URL of the orderagg service under test (loopback only unless --allow-remote)",
-		func() string { return o.URL }, func(s string) error {
-			if err := config.CheckURL(s, []string{"http", "https"}, false); err != nil || s == "" {
-				return errors.New("want an http:// or https:// URL with a host, without a query or fragment")
-			}
-			o.URL = s
-			return nil
-		})
-	f.Func("rate", "req/s", "open loop: requests per second, sent on schedule whatever the answers; 0: closed loop of --concurrency workers",
-		func() string { return strconv.FormatFloat(o.Rate, 'g', -1, 64) }, func(s string) error {
-			r, err := strconv.ParseFloat(s, 64)
-			if err != nil || math.IsNaN(r) || r < 0 || r > 1e6 {
-				return errors.New("want a number 0..1000000")
-			}
-			o.Rate = r
-			return nil
-		})
-	f.Int(&o.Concurrency, "concurrency", "closed loop: workers, each sending its next request when the last is answered", 100_000)
-	f.Duration(&o.Duration, "duration", "measured time, after the warm-up (per step with --scenario)", false)
-	f.Duration(&o.Warmup, "warmup", "load sent first and left out of every figure (per step with --scenario)", true)
-	f.Int(&o.IDs, "ids", "spread of order ids: requests cycle through o-1 … o-N", 1_000_000_000)
-	f.Func("max-requests", "int", "stop after this many measured requests, even before --duration is up",
-		func() string { return strconv.FormatInt(o.MaxRequests, 10) }, func(s string) error {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 1 {
-				return errors.New("want a whole number, at least 1")
-			}
-			o.MaxRequests = n
-			return nil
-		})
-	f.Duration(&o.Timeout, "timeout", "per-request timeout; a request that times out counts as an error", false)
-	f.Bool(&o.JSON, "json", "print the summary as one JSON object")
-	f.Bool(&o.AllowRemote, "allow-remote", "allow a --url that is not a loopback address")
-	f.Choice(&o.Scenario, "scenario", "name", "run an in-process experiment instead of loading --url: "+strings.Join(scenarioNames(), ", "), scenarioNames())
-	f.String(&o.Plot, "plot", "dir", "with --scenario: write the experiment's SVG charts into this directory")
-	f.String(&o.CPUProfile, "cpuprofile", "file", "with --scenario: write a CPU profile of the whole experiment (load, simulator and aggregators share the process) for go tool pprof")
-	f.String(&o.MemProfile, "memprofile", "file", "with --scenario: write an allocation profile of the whole experiment for go tool pprof (-sample_index=alloc_space or alloc_objects)")
-	f.URL(&o.RedisURL, "redis-url", "with --scenario: the last-good cache of the in-process orderagg; empty: a redis-server child process when one is on PATH, else embedded",
-		[]string{"redis", "rediss"}, true)
-	return f
+// flags defines the command's flags on o (parsed by config.Parse: the
+// command line, then the ORDERAGG_* twins).
+func flags(o *Options) *flag.FlagSet {
+	fs := flag.NewFlagSet("orderagg-loadtest", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.URL, "url", o.URL, "base `URL` of the orderagg service under test (loopback only unless --allow-remote)")
+	fs.Float64Var(&o.Rate, "rate", o.Rate, "open loop: requests per second (`req/s`), sent on schedule whatever the answers; 0: closed loop of --concurrency workers")
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "closed loop: workers, each sending its next request when the last is answered")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "measured time, after the warm-up (per step with --scenario)")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "load sent first and left out of every figure (per step with --scenario)")
+	fs.IntVar(&o.IDs, "ids", o.IDs, "spread of order ids: requests cycle through o-1 … o-N")
+	fs.Int64Var(&o.MaxRequests, "max-requests", o.MaxRequests, "stop after this many measured requests, even before --duration is up")
+	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "per-request timeout; a request that times out counts as an error")
+	fs.BoolVar(&o.JSON, "json", o.JSON, "print the summary as one JSON object")
+	fs.BoolVar(&o.AllowRemote, "allow-remote", o.AllowRemote, "allow a --url that is not a loopback address")
+	fs.StringVar(&o.Scenario, "scenario", o.Scenario, "run an in-process experiment (`name`) instead of loading --url: "+strings.Join(scenarioNames(), ", "))
+	fs.StringVar(&o.Plot, "plot", o.Plot, "with --scenario: write the experiment's SVG charts into this `dir`ectory")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", o.CPUProfile, "with --scenario: write a CPU profile of the whole experiment (load, simulator and aggregators share the process) for go tool pprof")
+	fs.StringVar(&o.MemProfile, "memprofile", o.MemProfile, "with --scenario: write an allocation profile of the whole experiment for go tool pprof (-sample_index=alloc_space or alloc_objects)")
+	fs.StringVar(&o.RedisURL, "redis-url", o.RedisURL, "with --scenario: the last-good cache of the in-process orderagg; empty: a redis-server child process when one is on PATH, else embedded")
+	return fs
+}
+
+// check reports the first value out of its range, naming the flag.
+func (o Options) check() error {
+	bad := func(name, format string, args ...any) error {
+		return usagef("--%s (%s): %s", name, envName(name), fmt.Sprintf(format, args...))
+	}
+	switch {
+	case config.CheckURL(o.URL, []string{"http", "https"}, false) != nil || o.URL == "":
+		return bad("url", "want an http:// or https:// URL with a host, without a query or fragment")
+	case math.IsNaN(o.Rate) || o.Rate < 0 || o.Rate > 1e6:
+		return bad("rate", "want a number 0..1000000, got %v", o.Rate)
+	case o.Concurrency < 1 || o.Concurrency > 100_000:
+		return bad("concurrency", "want 1..100000, got %d", o.Concurrency)
+	case o.Duration <= 0:
+		return bad("duration", "must be positive, got %v", o.Duration)
+	case o.Warmup < 0:
+		return bad("warmup", "must not be negative, got %v", o.Warmup)
+	case o.IDs < 1 || o.IDs > 1_000_000_000:
+		return bad("ids", "want 1..1000000000, got %d", o.IDs)
+	case o.MaxRequests < 1:
+		return bad("max-requests", "want a whole number, at least 1, got %d", o.MaxRequests)
+	case o.Timeout <= 0:
+		return bad("timeout", "must be positive, got %v", o.Timeout)
+	case o.Scenario != "" && !slices.Contains(scenarioNames(), o.Scenario):
+		return bad("scenario", "want one of %s", strings.Join(scenarioNames(), ", "))
+	case config.CheckURL(o.RedisURL, []string{"redis", "rediss"}, true) != nil:
+		return bad("redis-url", "%v", config.CheckURL(o.RedisURL, []string{"redis", "rediss"}, true))
+	}
+	return nil
 }
 
 // parseOptions reads the command line, then the environment twins of the
@@ -117,15 +124,15 @@ func flags(o *Options) *config.Flags {
 // errUsage and is one line naming the flag.
 func parseOptions(args []string) (Options, error) {
 	o := DefaultOptions()
-	f := flags(&o)
-	if err := f.Parse(args, true); err != nil {
+	fs := flags(&o)
+	if err := config.Parse(fs, args, config.EnvPrefix, true); err != nil {
+		return Options{}, err
+	}
+	if err := o.check(); err != nil {
 		return Options{}, err
 	}
 	o.set = map[string]bool{}
-	for _, d := range f.Table() {
-		name := strings.TrimPrefix(d.Name, "--")
-		o.set[name] = f.Given(name)
-	}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	if o.Plot != "" && o.Scenario == "" {
 		return Options{}, usagef("--plot (%s) needs --scenario: only the experiments draw charts", envName("plot"))
 	}
@@ -141,18 +148,18 @@ func parseOptions(args []string) (Options, error) {
 	return o, nil
 }
 
-// Table lists the flags in --help order with their defaults, in the form
-// config.MarkdownTable renders, so the README's table can be generated and
-// kept in sync like serve's and sim's.
-func Table() []config.FlagDoc {
+// Table is the README's table of the flags, in the form serve's and sim's
+// take, so it can be generated and kept in sync like theirs.
+func Table() string {
 	o := DefaultOptions()
-	return flags(&o).Table()
+	return config.MarkdownTable(flags(&o), config.EnvPrefix)
 }
 
 // usage writes --help: every flag with its environment twin and default.
 func usage(w io.Writer) {
-	config.WriteUsage(w, "orderagg-loadtest [flags]", `Drives load at a running orderagg and prints throughput, latency
+	o := DefaultOptions()
+	config.PrintUsage(w, flags(&o), config.EnvPrefix, "orderagg-loadtest [flags]", `Drives load at a running orderagg and prints throughput, latency
 percentiles, the HTTP status mix, the share of degraded pages and, per
 section, how many answers were live, cached or fallbacks. With --scenario it
-instead runs one of the experiments of docs/experiments.md in-process.`, Table())
+instead runs one of the experiments of docs/experiments.md in-process.`)
 }

@@ -202,7 +202,7 @@ func startService(ctx context.Context, simURL, redisURL string, edit func(*confi
 		for _, name := range cfg.Dependencies.Names() {
 			cfg.Dependencies.Update(name, func(d *config.Dependency) { d.Config = d.Config.WithDefaults() })
 		}
-		if err := cfg.Dependencies.Validate(cfg.Deadline); err != nil {
+		if err := cfg.Dependencies.Validate(cfg.Bounds()); err != nil {
 			return "", nil, fmt.Errorf("scenario settings: %w", err)
 		}
 	}

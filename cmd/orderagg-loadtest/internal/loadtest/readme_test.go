@@ -5,8 +5,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-
-	"github.com/orderagg/orderagg/internal/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the README's loadtest flag table")
@@ -24,7 +22,7 @@ func TestREADMEFlagTable(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatal("README lacks the loadtest table markers")
 	}
-	got, want := readme[i+len(start):j], config.MarkdownTable(Table())
+	got, want := readme[i+len(start):j], Table()
 	if got != want && *update {
 		if err := os.WriteFile("../../../../README.md", []byte(readme[:i+len(start)]+want+readme[j:]), 0o644); err != nil {
 			t.Fatal(err)
