@@ -131,7 +131,7 @@ func TestTimeoutsTheBreakerCanSee(t *testing.T) {
 	s, reload := startService(t, []string{"--config", file, "--admin-addr", "127.0.0.1:0", "--admin-token", "s3cret-admin-token"}, nil)
 
 	write("dependencies:\n  coupon:\n    timeout: 1450ms\n")
-	reload <- struct{}{}
+	reload <- syscall.SIGHUP
 	waitUntil(t, func() bool { return strings.Contains(s.logs.String(), "config reload failed") })
 	if !strings.Contains(s.logs.String(), "dependencies.coupon.timeout (line 3): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s") {
 		t.Errorf("the reload's error does not name the key and the bound:\n%s", s.logs)

@@ -11,7 +11,7 @@
 // The package holds no state; every function is safe for concurrent use.
 package config
 
-//go:generate go test -run TestExampleFile -update .
+//go:generate go test -run TestExampleFile|TestREADMEConfigTables -update .
 
 import (
 	"cmp"
