@@ -51,9 +51,10 @@ const (
 	AdmissionAdaptive = "adaptive"
 )
 
-// Serve is the configuration of `orderagg serve`. Each field's flag is its
-// name in kebab case (Deadline is --deadline); DefaultServe gives the
-// defaults, which --help shows.
+// Serve is the configuration of `orderagg serve`. Each field but URLs and
+// Dependencies is set by the flag of its name in kebab case (Deadline is
+// --deadline, ORDERAGG_DEADLINE); DefaultServe gives the defaults, which
+// --help shows.
 type Serve struct {
 	// Addr is the API's listen address. Default 127.0.0.1:8080, so a demo is
 	// not exposed (the image sets :8080).
@@ -153,7 +154,7 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs.StringVar(&s.DownstreamsURL, "downstreams-url", s.DownstreamsURL, "base `URL` of every downstream without its own --NAME-url; all empty: embedded simulators")
 	fs.StringVar(&s.RedisURL, "redis-url", s.RedisURL, "redis:// or rediss:// `URL` of the last-good cache; empty: embedded, not durable")
 	fs.DurationVar(&s.Deadline, "deadline", s.Deadline, "total budget of one order-detail request")
-	fs.DurationVar(&s.Reserve, "reserve", s.Reserve, "part of the deadline kept back for fallbacks, assembly and encoding")
+	fs.DurationVar(&s.Reserve, "reserve", s.Reserve, "part of the deadline kept back for fallbacks, assembly and encoding; longer than the cache's timeout")
 	fs.IntVar(&s.MaxInflight, "max-inflight", s.MaxInflight, "order-detail requests served at once; beyond it an immediate 503 OVERLOADED")
 	fs.StringVar(&s.Admission, "admission", s.Admission, "admission limit: fixed (--max-inflight) or adaptive (lowered while requests queue)")
 	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML `file` of per-dependency settings (see config.example.yaml); re-read on SIGHUP")
@@ -225,6 +226,7 @@ func ParseSim(args []string) (Sim, error) {
 	if err := Parse(SimFlags(&s), args, EnvPrefix, true); err != nil {
 		return Sim{}, err
 	}
+	s.LogLevel = strings.ToLower(s.LogLevel)
 	return s, usage(first(named("addr", checkAddr(s.Addr, false)),
 		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
 		named("log-level", checkChoice(s.LogLevel, logLevels...))))

@@ -122,7 +122,7 @@ func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	_ = unmarshal(&probe) // the decode below reports what is wrong
 	err := unmarshal((*section)(d))
-	if t := probe.Timeout; t.Kind == yaml.ScalarNode {
+	if t := probe.Timeout; t.Kind == yaml.ScalarNode && t.ShortTag() != "!!null" {
 		d.AutoTimeout = strings.EqualFold(t.Value, "auto")
 		// "auto" is no time.Duration: drop yaml's complaint about that value.
 		var te *yaml.TypeError
