@@ -100,6 +100,9 @@ func (a *admin) patch(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"name": dep, "settings": after})
 }
 
+// forces are the breaker overrides by the names the API takes.
+var forces = map[string]resilience.Force{"open": resilience.ForceOpen, "closed": resilience.ForceClosed, "none": resilience.ForceNone}
+
 func (a *admin) force(c echo.Context) error {
 	body, err := readBody(c)
 	if err != nil {
@@ -113,15 +116,8 @@ func (a *admin) force(c echo.Context) error {
 	if err := dec.Decode(&req); err != nil || req.Force == nil || dec.More() {
 		return badRequest(`body must be {"force":"open"|"closed"|"none"}`)
 	}
-	var f resilience.Force
-	switch *req.Force {
-	case "open":
-		f = resilience.ForceOpen
-	case "closed":
-		f = resilience.ForceClosed
-	case "none":
-		f = resilience.ForceNone
-	default:
+	f, ok := forces[*req.Force]
+	if !ok {
 		return badRequest(`force must be "open", "closed" or "none"`)
 	}
 	dep := c.Param("dep")
