@@ -40,7 +40,13 @@ func do(t *testing.T, g *Guard, method, host string, header map[string]string) (
 // The audit's reproduction: a PUT naming a rebinding domain as Host reaches
 // a loopback listener, and must change nothing.
 func TestLoopbackListenerRefusesOtherHosts(t *testing.T) {
-	g := New(loopback, nil)
+	for _, addr := range []net.Addr{loopback, &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}} {
+		refusesOtherHosts(t, New(addr, nil))
+	}
+}
+
+func refusesOtherHosts(t *testing.T, g *Guard) {
+	t.Helper()
 	for _, host := range []string{"evil.example:8080", "evil.example", "127.0.0.1.evil.example:8080", "10.0.0.1:8080", ""} {
 		for _, method := range []string{http.MethodPut, http.MethodGet} {
 			code, errCode, reached := do(t, g, method, host, nil)
