@@ -1,20 +1,16 @@
 // Package config reads orderagg's configuration once, at the edge, into
-// plain structs whose defaults are visible in one place (DefaultServe,
-// DefaultSim, DefaultDependencies): the command-line flags and their
-// ORDERAGG_* environment twins, parsed by ff (a flag wins over its
-// variable), and the --config YAML file of per-dependency settings, decoded
-// strictly by yaml.v3. Other packages are handed the values they need and
-// never read the environment themselves.
+// plain structs whose defaults are in one place (DefaultServe, DefaultSim,
+// DefaultDependencies): flags and their ORDERAGG_* environment twins, parsed
+// by ff (a flag wins over its variable), and the --config YAML file of
+// per-dependency settings, decoded strictly by yaml.v3.
 //
-// Every error ParseServe and ParseSim return for a bad value is one line
-// that names the flag (or the file key and its line) and matches ErrUsage.
-// The package holds no state; every function is safe for concurrent use.
+// Every error of a bad value is one line naming the flag (or the file key
+// and its line) and matches ErrUsage. The package holds no state.
 package config
 
 //go:generate go test -run TestExampleFile|TestREADMEConfigTables -update .
 
 import (
-	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,7 +20,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,12 +32,11 @@ import (
 )
 
 // ErrUsage matches every error of a bad command line, environment or
-// --config file: print its one-line message and exit with status 2.
-// --help comes back as flag.ErrHelp instead (print the usage, exit 0).
+// --config file: print its message and exit with status 2. --help comes
+// back as flag.ErrHelp instead (print the usage, exit 0).
 var ErrUsage = errors.New("config: usage error")
 
-// EnvPrefix starts every flag's environment twin: --order-url is
-// ORDERAGG_ORDER_URL.
+// EnvPrefix starts every flag's environment twin: --order-url is ORDERAGG_ORDER_URL.
 const EnvPrefix = "ORDERAGG_"
 
 // Admission modes (--admission).
@@ -51,57 +45,27 @@ const (
 	AdmissionAdaptive = "adaptive"
 )
 
-// Serve is the configuration of `orderagg serve`. Each field but URLs and
-// Dependencies is set by the flag of its name in kebab case (Deadline is
-// --deadline, ORDERAGG_DEADLINE); DefaultServe gives the defaults, which
-// --help shows.
+// Serve is the configuration of `orderagg serve`; each field is set by the
+// flag ServeFlags names beside it, whose help says what it means.
 type Serve struct {
-	// Addr is the API's listen address. Default 127.0.0.1:8080, so a demo is
-	// not exposed (the image sets :8080).
 	Addr string
-	// URLs are the downstreams' base URLs by registered name (--order-url is
-	// URLs["order"]); DownstreamsURL fills those left empty. All empty means
-	// the simulators run in-process; some but not all is an error.
+	// URLs are the downstreams' base URLs by registered name, filled from
+	// DownstreamsURL where empty. All empty: the simulators run in-process.
 	URLs           map[string]string
 	DownstreamsURL string
-	// RedisURL is the last-good cache; empty: an embedded, not durable one.
-	RedisURL string
-	// Deadline is the whole budget of one order-detail request. Default 1500ms.
-	Deadline time.Duration
-	// Reserve is kept back from Deadline for the fallbacks (last-good reads),
-	// assembly and encoding: the calls end at Deadline − Reserve. Default
-	// 100ms, two cache reads. See Bounds for the rules it must meet.
-	Reserve time.Duration
-	// MaxInflight bounds the order-detail requests served at once; the next
-	// gets an immediate 503 OVERLOADED. Default 1024; the built-in bulkheads
-	// are sized from it (Dependencies.MinBulkhead).
-	MaxInflight int
-	// Admission is AdmissionFixed (default: the limit is MaxInflight) or
-	// AdmissionAdaptive (lowered below it while requests queue).
-	Admission string
-	// ConfigFile is the YAML file of per-dependency settings, re-read on
-	// SIGHUP; empty: the built-in ones.
-	ConfigFile string
-	// AdminAddr is the admin API's address; empty: off. It requires
-	// AdminToken, at least MinAdminToken bytes, given directly or read from
-	// AdminTokenFile (out of the process list).
+	RedisURL       string // empty: an embedded, not durable store
+	// Deadline bounds one page; its calls end at Deadline − Reserve (Bounds).
+	Deadline, Reserve time.Duration
+	MaxInflight       int
+	Admission         string // AdmissionFixed or AdmissionAdaptive
+	ConfigFile        string
+	// AdminAddr is the admin API's address (empty: off); it needs AdminToken,
+	// at least MinAdminToken bytes, given directly or read from AdminTokenFile.
 	AdminAddr, AdminToken, AdminTokenFile string
-	// AllowedHosts are Host names served beside the loopback ones ("*": any).
-	AllowedHosts []string
-	// TrustedProxies are the addresses or CIDR prefixes whose X-Forwarded-For
-	// is believed; empty: none.
-	TrustedProxies []string
-	// ForwardBaggage are the baggage keys forwarded to the downstreams;
-	// empty (the default): none.
-	ForwardBaggage []string
-	// MaxEventStreams bounds the dashboard's live streams. Default 100.
-	MaxEventStreams int
-	// ReadHeaderTimeout cuts off a client dribbling its headers. Default 5s.
-	ReadHeaderTimeout time.Duration
-	// ShutdownTimeout bounds the drain after SIGINT/SIGTERM. Default 10s.
-	ShutdownTimeout time.Duration
-	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string
+	AllowedHosts, TrustedProxies, ForwardBaggage []string
+	MaxEventStreams                              int
+	ReadHeaderTimeout, ShutdownTimeout           time.Duration
+	LogLevel                                     string // debug, info, warn or error
 	// Dependencies are the per-dependency settings in force at start-up:
 	// DefaultDependenciesFor(MaxInflight) with the --config file laid over.
 	Dependencies Dependencies
@@ -114,7 +78,9 @@ const DefaultMaxInflight, MaxMaxInflight = 1024, 1 << 20
 // MinAdminToken is the shortest admin token accepted, in bytes.
 const MinAdminToken = 16
 
-// DefaultServe returns serve's built-in configuration.
+// DefaultServe returns serve's built-in configuration. The API listens on
+// loopback so a demo is not exposed (the image sets :8080); the reserve
+// holds two last-good reads.
 func DefaultServe() Serve {
 	return Serve{
 		Addr:              "127.0.0.1:8080",
@@ -131,14 +97,11 @@ func DefaultServe() Serve {
 	}
 }
 
-// Sim is the configuration of `orderagg sim`.
+// Sim is the configuration of `orderagg sim`, set by SimFlags.
 type Sim struct {
-	// Addr serves the four simulated services. Default 127.0.0.1:9100.
-	Addr string
-	// AllowedHosts are Host names served beside the loopback ones ("*": any).
+	Addr         string
 	AllowedHosts []string
-	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string
+	LogLevel     string
 }
 
 // DefaultSim returns sim's built-in configuration.
@@ -146,7 +109,7 @@ func DefaultSim() Sim { return Sim{Addr: "127.0.0.1:9100", LogLevel: "info"} }
 
 // ServeFlags defines serve's flags on a new flag set, bound to s.
 func ServeFlags(s *Serve) *flag.FlagSet {
-	fs := newFlagSet("serve")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the order-detail API")
 	for _, name := range downstream.Names() {
 		fs.Var(urlValue{s.URLs, name}, name+"-url", "base `URL` of the "+name+" service; empty: --downstreams-url")
@@ -173,7 +136,7 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 
 // SimFlags defines sim's flags on a new flag set, bound to s.
 func SimFlags(s *Sim) *flag.FlagSet {
-	fs := newFlagSet("sim")
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the simulated services and the fault API")
 	fs.Var((*list)(&s.AllowedHosts), "allowed-hosts", allowedHostsHelp)
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: debug, info, warn or error")
@@ -195,8 +158,8 @@ func SimUsage(w io.Writer) {
 }
 
 // ParseServe reads serve's configuration from args (after the sub-command)
-// and the ORDERAGG_* environment, then loads and validates the --config
-// file against the flags' Bounds.
+// and the ORDERAGG_* environment, then loads the --config file and checks
+// it against the flags' Bounds.
 func ParseServe(args []string) (Serve, error) { return parseServe(args, true) }
 
 // ParseServeArgs is ParseServe without the environment, for in-process
@@ -209,14 +172,13 @@ func parseServe(args []string, env bool) (Serve, error) {
 		return Serve{}, err
 	}
 	s.LogLevel, s.Admission = strings.ToLower(s.LogLevel), strings.ToLower(s.Admission)
-	if err := s.check(); err != nil {
-		return Serve{}, usage(err)
+	err := s.check()
+	if err == nil {
+		s.Dependencies, err = s.LoadDependencies()
 	}
-	deps, err := s.LoadDependencies()
 	if err != nil {
-		return Serve{}, usage(err)
+		return Serve{}, usageError{err}
 	}
-	s.Dependencies = deps
 	return s, nil
 }
 
@@ -227,56 +189,52 @@ func ParseSim(args []string) (Sim, error) {
 		return Sim{}, err
 	}
 	s.LogLevel = strings.ToLower(s.LogLevel)
-	return s, usage(first(named("addr", checkAddr(s.Addr, false)),
+	if err := errors.Join(named("addr", checkAddr(s.Addr, false)),
 		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
-		named("log-level", checkChoice(s.LogLevel, logLevels...))))
-}
-
-func newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // the caller prints the error or the usage
-	return fs
+		named("log-level", checkChoice(s.LogLevel, logLevels...))); err != nil {
+		return Sim{}, usageError{firstOf(err)}
+	}
+	return s, nil
 }
 
 // Parse parses args into fs with ff and, when env is set, the environment
-// twins (prefix plus the flag's name in upper case, - as _) of the flags args
-// leave out. --help returns flag.ErrHelp; every other error is one line
-// naming the flag and its variable, matches ErrUsage and shows no password.
+// twins (EnvName) of the flags args leave out. --help returns flag.ErrHelp;
+// every other error is one line naming the flag and its variable and
+// matches ErrUsage.
 func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
+	fs.SetOutput(io.Discard) // the caller prints the error or the usage
 	var refused error
-	fs.VisitAll(func(f *flag.Flag) {
-		f.Value = checked{f.Value, func(v string, err error) {
-			refused = cmp.Or(refused, fmt.Errorf("--%s (%s): invalid value %q: %w", f.Name, EnvName(prefix, f.Name), v, err))
-		}}
-	})
+	fs.VisitAll(func(f *flag.Flag) { f.Value = checked{f.Value, f.Name, prefix, &refused} })
 	defer fs.VisitAll(func(f *flag.Flag) { f.Value = f.Value.(checked).Value })
 	var opts []ff.Option
 	if env {
 		opts = append(opts, ff.WithEnvVarPrefix(strings.TrimSuffix(prefix, "_")))
 	}
-	err := ff.Parse(fs, args, opts...)
-	switch {
+	switch err := ff.Parse(fs, args, opts...); {
 	case errors.Is(err, flag.ErrHelp):
 		return flag.ErrHelp
+	case refused != nil:
+		return usageError{refused}
 	case err != nil:
-		return usage(errors.New(redact(cmp.Or(refused, errors.Unwrap(err)).Error()))) // without ff's "error parsing …"
+		return usageError{errors.Unwrap(err)} // without ff's "error parsing …"
 	case fs.NArg() > 0:
-		return usage(fmt.Errorf("unexpected argument %q (see --help)", redact(fs.Arg(0))))
+		return usageError{fmt.Errorf("unexpected argument %q (see --help)", cache.RedactURL(fs.Arg(0)))}
 	}
 	return nil
 }
 
-// checked tells refused which value a flag refused, so that Parse can name
-// the flag as it is written.
+// checked records in refused the first value its flag refuses, so that
+// Parse names the flag as it is written and its variable.
 type checked struct {
 	flag.Value
-	refused func(string, error)
+	name, prefix string
+	refused      *error
 }
 
 func (c checked) Set(s string) error {
 	err := c.Value.Set(s)
-	if err != nil {
-		c.refused(s, err)
+	if err != nil && *c.refused == nil {
+		*c.refused = fmt.Errorf("--%s (%s): invalid value %q: %w", c.name, EnvName(c.prefix, c.name), s, err)
 	}
 	return err
 }
@@ -288,17 +246,16 @@ func (c checked) IsBoolFlag() bool {
 
 // MarkdownTable lists fs's flags for the README: flag, variable, default, meaning.
 func MarkdownTable(fs *flag.FlagSet, prefix string) string {
-	var b strings.Builder
-	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
+	b := "| flag | environment | default | meaning |\n|---|---|---|---|\n"
 	fs.VisitAll(func(f *flag.Flag) {
 		_, help := flag.UnquoteUsage(f)
 		def := "empty"
 		if f.DefValue != "" {
 			def = "`" + f.DefValue + "`"
 		}
-		fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), def, help)
+		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), def, help)
 	})
-	return b.String()
+	return b
 }
 
 // PrintUsage writes a command's --help: its usage line, what it does, and
@@ -307,7 +264,11 @@ func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, usageLine, what string) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\nEvery flag can also be set by its environment variable; the flag wins.\n\nFlags:\n", usageLine, what)
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, help := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), orEmpty(f.DefValue), help)
+		def := f.DefValue
+		if def == "" {
+			def = "empty"
+		}
+		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), def, help)
 	})
 }
 
@@ -316,15 +277,9 @@ func EnvName(prefix, name string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-func orEmpty(s string) string {
-	if s == "" {
-		return "empty"
-	}
-	return s
-}
-
 // check enforces the rules on the flags' values and between flags, fills in
-// the downstream URLs from --downstreams-url and reads the token file.
+// the downstream URLs from --downstreams-url and reads the token file. It
+// returns the first problem.
 func (s *Serve) check() error {
 	var errs []error
 	var missing []string
@@ -341,14 +296,14 @@ func (s *Serve) check() error {
 		errs = append(errs, fmt.Errorf("set every downstream URL, or --downstreams-url (%s) for the rest, or none (embedded simulators); missing %s",
 			EnvName(EnvPrefix, "downstreams-url"), strings.Join(missing, ", ")))
 	}
-	return first(append(errs,
+	errs = append(errs,
 		named("addr", checkAddr(s.Addr, false)),
 		named("admin-addr", checkAddr(s.AdminAddr, true)),
 		named("downstreams-url", CheckURL(s.DownstreamsURL, webSchemes, false)),
 		named("redis-url", CheckURL(s.RedisURL, []string{"redis", "rediss"}, true)),
 		named("deadline", positive(s.Deadline)),
 		named("reserve", positive(s.Reserve)),
-		named("max-inflight", cmp.Or(positive(s.MaxInflight), atMost(s.MaxInflight, MaxMaxInflight))),
+		named("max-inflight", positive(s.MaxInflight)),
 		named("max-event-streams", positive(s.MaxEventStreams)),
 		named("read-header-timeout", positive(s.ReadHeaderTimeout)),
 		named("shutdown-timeout", positive(s.ShutdownTimeout)),
@@ -357,7 +312,11 @@ func (s *Serve) check() error {
 		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
 		named("trusted-proxies", checkEach(s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix)),
 		named("forward-baggage", checkEach(s.ForwardBaggage, "baggage keys", isToken)),
-		s.readAdminToken())...)
+		s.readAdminToken())
+	if s.MaxInflight > MaxMaxInflight {
+		errs = append(errs, named("max-inflight", fmt.Errorf("must be at most %d, got %d", MaxMaxInflight, s.MaxInflight)))
+	}
+	return firstOf(errors.Join(errs...))
 }
 
 // readAdminToken reads the token file, if any, and checks the token. No
@@ -386,30 +345,22 @@ func (s *Serve) readAdminToken() error {
 // Bounds are the page's limits that the per-dependency settings must fit.
 func (s Serve) Bounds() Bounds { return Bounds{Deadline: s.Deadline, Reserve: s.Reserve} }
 
-// LoadDependencies returns the settings of s's ConfigFile laid over
-// DefaultDependenciesFor(s.MaxInflight), validated against s.Bounds();
-// without a file, the validated defaults. It is what start-up and a SIGHUP
-// reload run: on error, keep the settings in force.
+// LoadDependencies returns ConfigFile's settings laid over
+// DefaultDependenciesFor(MaxInflight), or those defaults without a file,
+// validated against Bounds. Start-up and SIGHUP run it; on error the caller
+// keeps the settings in force.
 func (s Serve) LoadDependencies() (Dependencies, error) {
 	deps := DefaultDependenciesFor(s.MaxInflight)
 	if s.ConfigFile != "" {
 		return LoadFile(s.ConfigFile, deps, s.Bounds())
 	}
-	if err := deps.Validate(s.Bounds()); err != nil {
-		return Dependencies{}, err
-	}
-	return deps, nil
+	return deps, deps.Validate(s.Bounds())
 }
 
 // EmbeddedDownstreams reports whether no downstream URL is set, so the
 // simulators must run in-process.
 func (s Serve) EmbeddedDownstreams() bool {
-	for _, u := range s.URLs {
-		if u != "" {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(downstream.Names(), func(n string) bool { return s.URLs[n] != "" })
 }
 
 // SameURL returns URLs with every registered downstream at base, as one
@@ -422,11 +373,16 @@ func SameURL(base string) map[string]string {
 	return out
 }
 
-// SlogLevel is LogLevel as a slog.Level.
+// SlogLevel is LogLevel as a slog.Level (info for an unknown name).
 func (s Serve) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
 
-// SlogLevel is LogLevel as a slog.Level.
+// SlogLevel is LogLevel as a slog.Level (info for an unknown name).
 func (s Sim) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
+
+func slogLevel(name string) (l slog.Level) {
+	_ = l.UnmarshalText([]byte(name))
+	return l
+}
 
 // LogValue logs the configuration as its flags, without secrets: the admin
 // token is replaced and passwords in URLs are masked. The per-dependency
@@ -449,12 +405,6 @@ var (
 	webSchemes = []string{"http", "https"}
 	logLevels  = []string{"debug", "info", "warn", "error"}
 )
-
-func slogLevel(name string) slog.Level {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(name)) // checked by ParseServe; info otherwise
-	return l
-}
 
 // list is a comma-separated flag value; blanks around entries are dropped.
 type list []string
@@ -488,21 +438,12 @@ func named(name string, err error) error {
 	return fmt.Errorf("--%s (%s): %w", name, EnvName(EnvPrefix, name), err)
 }
 
-// first returns the first error that is not nil: start-up errors are one line.
-func first(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+// firstOf is the first error errors.Join joined into err: start-up errors are one line.
+func firstOf(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()[0]
 	}
-	return nil
-}
-
-func usage(err error) error {
-	if err == nil || errors.Is(err, ErrUsage) {
-		return err
-	}
-	return usageError{err}
+	return err
 }
 
 // usageError marks err as ErrUsage without changing its message.
@@ -527,13 +468,6 @@ func checkAddr(s string, optional bool) error {
 	_, port, err := net.SplitHostPort(s)
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("want host:port with a port 0..65535, got %q", s)
-	}
-	return nil
-}
-
-func atMost(n, limit int) error {
-	if n > limit {
-		return fmt.Errorf("must be at most %d, got %d", limit, n)
 	}
 	return nil
 }
@@ -584,17 +518,4 @@ func CheckURL(s string, schemes []string, query bool) error {
 		return errors.New("a base URL takes no query or fragment")
 	}
 	return nil
-}
-
-var (
-	// userinfo runs to the last '@' of a word, so a password holding '/',
-	// '#' or '@' is hidden whole.
-	userinfo    = regexp.MustCompile(`(://)\S*@`)
-	secretQuery = regexp.MustCompile(`(?i)([?&;](?:sentinel_)?password=)[^&#\s]*`)
-)
-
-// redact hides the passwords of anything URL-like in text shown back to
-// the user (the flag package quotes a refused argument whole).
-func redact(s string) string {
-	return secretQuery.ReplaceAllString(userinfo.ReplaceAllString(s, "${1}xxxxx@"), "${1}xxxxx")
 }

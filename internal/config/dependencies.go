@@ -1,9 +1,14 @@
 package config
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +25,6 @@ import (
 // admin API's PATCH body.
 type Dependency struct {
 	resilience.Config `yaml:",inline"`
-
 	// CacheMaxAge is the age beyond which a last-good answer is treated as
 	// missing. Positive for every downstream; not allowed for "cache".
 	CacheMaxAge time.Duration `yaml:"cache_max_age" json:"cache_max_age"`
@@ -30,17 +34,14 @@ type Dependency struct {
 // fails. The downstreams' names come from internal/downstream's registry.
 const NameCache = "cache"
 
-// ErrUnknownDependency is Dependencies.Patch's error for a name that is not
-// one of Names(); the admin API answers it with 404.
+// ErrUnknownDependency is Patch's error for a name not in Names.
 var ErrUnknownDependency = errors.New("unknown dependency")
 
 // Dependencies holds the settings of every registered downstream, by name,
-// and of the last-good store's own guard, NameCache. It is a value: Set and
-// Update copy before changing, so copies are independent. The zero value
-// holds nothing; start from DefaultDependencies.
-type Dependencies struct {
-	m map[string]Dependency
-}
+// and of the last-good store's guard, NameCache. It is a value: Set and
+// Update copy before changing. The zero value holds nothing; start from
+// DefaultDependencies.
+type Dependencies struct{ m map[string]Dependency }
 
 // Names returns the dependency names in their fixed order: the registered
 // downstreams in page order, then cache.
@@ -53,7 +54,7 @@ func (d Dependencies) Get(name string) (Dependency, bool) {
 }
 
 // Set replaces the named dependency's settings; it reports false, changing
-// nothing, for a name that is not in Names.
+// nothing, for a name not in Names.
 func (d *Dependencies) Set(name string, dep Dependency) bool {
 	if !slices.Contains(d.Names(), name) {
 		return false
@@ -66,47 +67,43 @@ func (d *Dependencies) Set(name string, dep Dependency) bool {
 	return true
 }
 
-// Update changes the named dependency's settings with f, as Set does:
-//
-//	deps.Update("coupon", func(d *config.Dependency) { d.Timeout = 200 * time.Millisecond })
+// Update changes the named dependency's settings with f, as Set does.
 func (d *Dependencies) Update(name string, f func(*Dependency)) bool {
 	dep, ok := d.Get(name)
-	if !ok {
-		return false
+	if ok {
+		f(&dep)
 	}
-	f(&dep)
-	return d.Set(name, dep)
+	return ok && d.Set(name, dep)
 }
 
 // DefaultDependencies is DefaultDependenciesFor(DefaultMaxInflight).
 func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultMaxInflight) }
 
-// DefaultDependenciesFor returns the built-in settings, every field filled
-// in by resilience.Config.WithDefaults: each registry entry's Defaults (the
-// entry says why each number) and the cache's below. A bulkhead the entry
-// leaves unset is MinBulkhead, so a page degrades because a dependency is
-// sick or slow, never because orderagg refused itself a call.
+// DefaultDependenciesFor returns the built-in settings with every field
+// filled in: each registry entry's Defaults (the entry says why each number)
+// and CacheDefaults. A bulkhead left unset is MinBulkhead, so a page
+// degrades because a dependency is sick or slow, never because orderagg
+// refused itself a call.
 func DefaultDependenciesFor(maxInflight int) Dependencies {
 	var d Dependencies
-	explicit := map[string]bool{}
+	d.Set(NameCache, Dependency{Config: CacheDefaults})
 	for _, e := range downstream.Registered() {
-		d.Set(e.Name, Dependency{Config: e.Defaults.WithDefaults(), CacheMaxAge: e.CacheMaxAge})
-		explicit[e.Name] = e.Defaults.Bulkhead.MaxConcurrent != 0
+		d.Set(e.Name, Dependency{Config: e.Defaults, CacheMaxAge: e.CacheMaxAge})
 	}
-	d.Set(NameCache, Dependency{Config: CacheDefaults.WithDefaults()})
 	for _, name := range d.Names() {
-		if !explicit[name] {
-			d.Update(name, func(dep *Dependency) { dep.Bulkhead.MaxConcurrent = d.MinBulkhead(name, maxInflight) })
-		}
+		d.Update(name, func(dep *Dependency) {
+			if dep.Bulkhead.MaxConcurrent == 0 {
+				dep.Bulkhead.MaxConcurrent = d.MinBulkhead(name, maxInflight)
+			}
+			dep.Config = dep.Config.WithDefaults()
+		})
 	}
 	return d
 }
 
 // CacheDefaults are the last-good reads' own settings (zero fields take
-// resilience's defaults). The reads run inside --reserve, after a downstream
-// failed: a Redis nearby answers in about a millisecond, so 50ms is generous
-// and two reads fit the 100ms reserve; a retry would eat the reserve, and the
-// semantic default is next anyway.
+// resilience's defaults). The reads run inside --reserve after a downstream
+// failed: two 50ms reads fit the 100ms reserve, and a retry would eat it.
 var CacheDefaults = resilience.Config{
 	Timeout: 50 * time.Millisecond,
 	Retry:   resilience.RetryConfig{MaxAttempts: 1},
@@ -114,7 +111,7 @@ var CacheDefaults = resilience.Config{
 
 // SlotsPerPage is how many of the named dependency's bulkhead slots one page
 // can hold at once: one per downstream call (retries run inside it), two
-// with hedging, and one cache slot per section; 0 for an unknown name.
+// with hedging, one cache slot per section; 0 for an unknown name.
 func (d Dependencies) SlotsPerPage(name string) int {
 	dep, ok := d.Get(name)
 	switch {
@@ -129,9 +126,8 @@ func (d Dependencies) SlotsPerPage(name string) int {
 }
 
 // MinBulkhead is the smallest bulkhead.max_concurrent that never refuses a
-// call while maxInflight pages are admitted: maxInflight × SlotsPerPage (by
-// Little's law, when the dependency is slow but in budget every admitted
-// page holds its slots at once).
+// call while maxInflight pages are admitted (Little's law: when the
+// dependency is slow but in budget, every admitted page holds its slots).
 func (d Dependencies) MinBulkhead(name string, maxInflight int) int {
 	return maxInflight * d.SlotsPerPage(name)
 }
@@ -154,34 +150,27 @@ func (d Dependencies) Undersized(maxInflight int) []Undersized {
 	for _, name := range d.Names() {
 		dep, ok := d.Get(name)
 		if need := d.MinBulkhead(name, maxInflight); ok && dep.Bulkhead.MaxConcurrent < need {
-			out = append(out, Undersized{Dependency: name, Have: dep.Bulkhead.MaxConcurrent, Need: need, MaxInflight: maxInflight})
+			out = append(out, Undersized{name, dep.Bulkhead.MaxConcurrent, need, maxInflight})
 		}
 	}
 	return out
 }
 
-// Bounds are the page's time limits (--deadline and --reserve) that every
-// dependency's settings must fit; see Dependencies.Validate.
-type Bounds struct {
-	Deadline, Reserve time.Duration
-}
+// Bounds are the page's time limits (--deadline, --reserve) that every
+// dependency's settings must fit; see Validate.
+type Bounds struct{ Deadline, Reserve time.Duration }
 
 // CallsEnd is when, after a page starts, its calls are cut: Deadline − Reserve.
 func (b Bounds) CallsEnd() time.Duration { return b.Deadline - b.Reserve }
 
-// Validate reports every invalid setting, each a *KeyError naming its key
-// ("dependencies.coupon.breaker.window"), all on one line. Beside each
-// guard's own rules (resilience.Config.Validate) it refuses what would
-// blind a breaker:
-//   - a timeout, or timeout_max, at or past b.CallsEnd(): a call cut there
-//     ends as the page's DEADLINE, which no breaker counts;
-//   - a reserve not longer than cache.timeout, the bound of a last-good read
-//     made within it;
-//   - a fallback_timeout not longer than cache.timeout, which would cut a
-//     slow read before the cache's own guard times it out.
-//
-// Run it on every new set of settings before putting it in force: start-up,
-// SIGHUP reload and admin PATCH.
+// Validate reports every invalid setting on one line, each a *KeyError
+// naming its key ("dependencies.coupon.breaker.window"), sorted by key.
+// Beside each guard's own rules (resilience.Config.Validate) it refuses what
+// would blind a breaker: a timeout or timeout_max at or past b.CallsEnd()
+// (the call would end as the page's DEADLINE, which no breaker counts), and
+// a reserve or fallback_timeout not longer than cache.timeout (a last-good
+// read would be cut before its own guard times it out). Start-up, SIGHUP
+// reload and admin PATCH run it before putting settings in force.
 func (d Dependencies) Validate(b Bounds) error {
 	var errs errList
 	bad := func(key string, format string, args ...any) {
@@ -226,72 +215,65 @@ func (d Dependencies) Validate(b Bounds) error {
 }
 
 // Patch returns a copy of d with the named dependency's settings patched by
-// body, a JSON (or YAML) object with any of the keys of its section of the
-// --config file, and the whole validated against b. d is never modified. An
-// unknown name matches ErrUnknownDependency; every other error is about the
-// body and names the key at fault.
+// body, a JSON (or YAML) object with any keys of its --config section, the
+// whole validated against b; d is never modified. An unknown name matches
+// ErrUnknownDependency; every other error names the key at fault.
 func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, error) {
-	cur, ok := d.Get(name)
+	next, ok := d.Get(name)
 	if !ok {
 		return Dependencies{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownDependency, name, strings.Join(d.Names(), ", "))
 	}
-	next, err := decodeSection(body, cur)
-	if err != nil {
-		return Dependencies{}, &KeyError{Key: "dependencies." + name, Err: err}
+	if json.Valid(body) { // JSON is YAML, but for tabs: compact it first
+		var buf bytes.Buffer
+		_ = json.Compact(&buf, body)
+		body = buf.Bytes()
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(body))
+	dec.KnownFields(true)
+	var te *yaml.TypeError
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+		err = errors.New(`empty body: send an object of settings such as {"timeout":"300ms"}`)
+		fallthrough
+	case err != nil && !errors.As(err, &te):
+		return Dependencies{}, &KeyError{Key: "dependencies." + name, Err: oneLine(err)}
+	case err != nil:
+		return Dependencies{}, &KeyError{Key: "dependencies." + name, Err: errors.New(strings.Join(te.Errors, "; "))}
 	}
 	out := d
 	out.Set(name, next)
-	if err := out.Validate(b); err != nil {
-		return Dependencies{}, err
-	}
-	return out, nil
+	return out, out.Validate(b)
 }
 
 // Settings returns d as a tree of maps keyed like the --config file, with
-// durations written in their largest whole unit ("300ms", "24h"), as the
-// admin API shows and accepts them.
+// durations in their short form ("300ms", "10m", "24h"): what the admin API
+// shows, and a PATCH body that gives the same settings back.
 func (d Dependency) Settings() map[string]any {
-	raw, err := yaml.Marshal(d)
+	var n yaml.Node
 	var out map[string]any
-	if err == nil {
-		err = yaml.Unmarshal(raw, &out)
-	}
-	if err != nil {
+	if err := errors.Join(n.Encode(d), shorten(&n), n.Decode(&out)); err != nil {
 		panic(err) // a struct of numbers always round-trips
 	}
-	var tidy func(m map[string]any)
-	tidy = func(m map[string]any) {
-		for k, v := range m {
-			if sub, ok := v.(map[string]any); ok {
-				tidy(sub)
-			} else if s, ok := v.(string); ok {
-				if d, err := time.ParseDuration(s); err == nil {
-					m[k] = wholeUnit(d)
-				}
-			}
-		}
-	}
-	tidy(out)
 	if d.AutoTimeout {
 		out["timeout"] = "auto"
 	}
 	return out
 }
 
-// wholeUnit writes d in its largest whole unit: "1500ms", "24h", "0s".
-func wholeUnit(d time.Duration) string {
-	for _, u := range []struct {
-		d    time.Duration
-		unit string
-	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if d%u.d == 0 && d != 0 {
-			return fmt.Sprintf("%d%s", d/u.d, u.unit)
+// shorten writes the durations under n as people write them: "10m", not "10m0s".
+func shorten(n *yaml.Node) error {
+	if d, err := time.ParseDuration(n.Value); err == nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		if n.Value = d.String(); strings.HasSuffix(n.Value, "m0s") {
+			n.Value = strings.TrimSuffix(n.Value, "0s")
+		}
+		if strings.HasSuffix(n.Value, "h0m") {
+			n.Value = strings.TrimSuffix(n.Value, "0m")
 		}
 	}
-	if d%time.Millisecond != 0 || d == 0 {
-		return d.String()
+	for _, c := range n.Content {
+		shorten(c)
 	}
-	return fmt.Sprint(d.Milliseconds(), "ms")
+	return nil
 }
 
 // Change is one setting that differs, by key ("breaker.sleep_window").
@@ -300,20 +282,210 @@ type Change struct {
 	From, To any
 }
 
-// Changes lists the settings that differ between before and after, sorted
-// by key: what a reload or a PATCH logs.
+// Changes lists, sorted by key, the settings that differ between before and
+// after: what a reload or a PATCH logs.
 func Changes(before, after Dependency) []Change {
+	b, a := flatten("", before.Settings()), flatten("", after.Settings())
 	var out []Change
-	var walk func(prefix string, b, a map[string]any)
-	walk = func(prefix string, b, a map[string]any) {
-		for _, k := range slices.Sorted(maps.Keys(b)) {
-			if sub, ok := b[k].(map[string]any); ok {
-				walk(prefix+k+".", sub, a[k].(map[string]any))
-			} else if fmt.Sprint(b[k]) != fmt.Sprint(a[k]) {
-				out = append(out, Change{Key: prefix + k, From: b[k], To: a[k]})
+	for _, k := range slices.Sorted(maps.Keys(b)) {
+		if fmt.Sprint(b[k]) != fmt.Sprint(a[k]) {
+			out = append(out, Change{k, b[k], a[k]})
+		}
+	}
+	return out
+}
+
+func flatten(prefix string, m map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			maps.Copy(out, flatten(prefix+k+".", sub))
+		} else {
+			out[prefix+k] = v
+		}
+	}
+	return out
+}
+
+// KeyError is a problem with one setting: its key path
+// ("dependencies.coupon.breaker.window", or a flag such as "--reserve") and,
+// when it comes from a file, the key's line (0 otherwise).
+type KeyError struct {
+	Key  string
+	Line int
+	Err  error
+}
+
+func (e *KeyError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s (line %d): %v", e.Key, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Key, e.Err)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// LoadFile reads the YAML file at path (one top-level key, dependencies,
+// then one section per name of Names) and lays it over base, normally
+// DefaultDependencies, so a key removed from the file returns to its default
+// on reload. It decodes strictly: an unknown key, a value of the wrong type
+// and every problem Validate finds against b is an error naming the key and
+// its line.
+func LoadFile(path string, base Dependencies, b Bounds) (Dependencies, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Dependencies{}, fmt.Errorf("config file: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return Dependencies{}, fmt.Errorf("config file %s: %s", path, oneLine(err))
+	}
+	var strict struct {
+		Dependencies map[string]Dependency `yaml:"dependencies"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err = dec.Decode(&strict); errors.Is(err, io.EOF) {
+		err = nil
+	}
+	// The strict decode starts each section from zero; lay them over base.
+	deps, sections := base, find(&doc, "dependencies")
+	for i := 0; err == nil && sections != nil && i+1 < len(sections.Content); i += 2 {
+		k, v := sections.Content[i], sections.Content[i+1]
+		dep, ok := base.Get(k.Value)
+		if !ok {
+			err = &KeyError{Key: "dependencies." + k.Value, Line: k.Line, Err: fmt.Errorf("unknown dependency (known: %s)", strings.Join(base.Names(), ", "))}
+		} else if err = v.Decode(&dep); err == nil {
+			deps.Set(k.Value, dep)
+		}
+	}
+	if err == nil {
+		err = deps.Validate(b)
+	}
+	if err != nil {
+		return Dependencies{}, fmt.Errorf("config file %s: %w", path, located(err, &doc))
+	}
+	return deps, nil
+}
+
+// section is Dependency without its UnmarshalYAML.
+type section Dependency
+
+// UnmarshalYAML lays a section of settings over d, strictly when the
+// decoder is (yaml's callback form keeps the decoder's options). A
+// "timeout" of "auto" sets AutoTimeout and keeps Timeout, where the adaptive
+// sub-budget starts; a duration turns AutoTimeout off.
+func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
+	var probe struct {
+		Timeout yaml.Node      `yaml:"timeout"`
+		Rest    map[string]any `yaml:",inline"`
+	}
+	_ = unmarshal(&probe) // the decode below reports what is wrong
+	err := unmarshal((*section)(d))
+	if t := probe.Timeout; t.Kind == yaml.ScalarNode && t.ShortTag() != "!!null" {
+		d.AutoTimeout = strings.EqualFold(t.Value, "auto")
+		var te *yaml.TypeError
+		if errors.As(err, &te) && d.AutoTimeout { // "auto" is no time.Duration: drop that complaint
+			if i := slices.Index(te.Errors, fmt.Sprintf("line %d: cannot unmarshal !!str `%s` into time.Duration", t.Line, t.Value)); i >= 0 {
+				te.Errors = slices.Delete(te.Errors, i, i+1)
+			}
+			if len(te.Errors) == 0 {
+				return nil
 			}
 		}
 	}
-	walk("", before.Settings(), after.Settings())
-	return out
+	return err
 }
+
+// keyLines maps the dotted path of every key under doc to its line, and
+// each line to the first key on it.
+func keyLines(doc *yaml.Node) (keys map[int]string, lines map[string]int) {
+	keys, lines = map[int]string{}, map[string]int{}
+	var walk func(prefix string, n *yaml.Node)
+	walk = func(prefix string, n *yaml.Node) {
+		for i, c := range n.Content {
+			if n.Kind != yaml.MappingNode {
+				walk(prefix, c)
+			} else if i%2 == 1 {
+				k := n.Content[i-1]
+				lines[prefix+k.Value] = k.Line
+				keys[k.Line] = cmp.Or(keys[k.Line], prefix+k.Value)
+				walk(prefix+k.Value+".", c)
+			}
+		}
+	}
+	walk("", doc)
+	return keys, lines
+}
+
+// find returns the value of key in the mapping doc, or nil.
+func find(doc *yaml.Node, key string) *yaml.Node {
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 {
+		doc = doc.Content[0]
+	}
+	for i := 0; doc.Kind == yaml.MappingNode && i+1 < len(doc.Content); i += 2 {
+		if doc.Content[i].Value == key {
+			return doc.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// located turns yaml's type errors ("line 4: field windw not found …") into
+// KeyErrors naming the key on that line, and gives other KeyErrors their
+// key's line.
+func located(err error, doc *yaml.Node) error {
+	keys, lines := keyLines(doc)
+	var out errList
+	for _, e := range unjoin(err) {
+		var te *yaml.TypeError
+		var ke *KeyError
+		switch {
+		case errors.As(e, &te):
+			for _, msg := range te.Errors {
+				var line int
+				fmt.Sscanf(msg, "line %d:", &line)
+				out = append(out, &KeyError{Key: cmp.Or(keys[line], "(top level)"), Line: line, Err: errors.New(strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", line)))})
+			}
+		case errors.As(e, &ke) && ke.Line == 0:
+			ke.Line = lines[ke.Key]
+			fallthrough
+		default:
+			out = append(out, e)
+		}
+	}
+	return out.orNil()
+}
+
+// errList is several errors on one line: start-up errors must be one line.
+type errList []error
+
+func (l errList) Error() string {
+	parts := make([]string, len(l))
+	for i, err := range l {
+		parts[i] = err.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (l errList) Unwrap() []error { return l }
+
+func (l errList) orNil() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+// unjoin lists the errors err joins (itself if it joins none).
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+func oneLine(err error) error { return errors.New(strings.Join(strings.Fields(err.Error()), " ")) }
