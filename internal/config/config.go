@@ -61,7 +61,7 @@ type Serve struct {
 	ConfigFile        string
 	// AdminAddr is the admin API's address (empty: off); it needs AdminToken,
 	// at least MinAdminToken bytes, given directly or read from AdminTokenFile.
-	AdminAddr, AdminToken, AdminTokenFile string
+	AdminAddr, AdminToken, AdminTokenFile        string
 	AllowedHosts, TrustedProxies, ForwardBaggage []string
 	MaxEventStreams                              int
 	ReadHeaderTimeout, ShutdownTimeout           time.Duration
