@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,10 +216,10 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 		return flag.ErrHelp
 	case refused != nil:
 		return usageError{refused}
-	case err != nil:
-		return usageError{errors.Unwrap(err)} // without ff's "error parsing …"
+	case err != nil: // without ff's "error parsing …"; the flag package quotes a bad argument whole
+		return usageError{errors.New(redact(errors.Unwrap(err).Error()))}
 	case fs.NArg() > 0:
-		return usageError{fmt.Errorf("unexpected argument %q (see --help)", cache.RedactURL(fs.Arg(0)))}
+		return usageError{fmt.Errorf("unexpected argument %q (see --help)", redact(fs.Arg(0)))}
 	}
 	return nil
 }
@@ -498,6 +499,14 @@ func isIPOrPrefix(p string) bool {
 
 // isToken accepts an HTTP token, what a W3C baggage key is.
 func isToken(k string) bool { return !strings.ContainsAny(k, " \t\"(),/:;<=>?@[\\]{}") }
+
+// userinfo runs to a word's last '@', so a password holding '/', '#' or '@' is hidden whole.
+var userinfo, secretQuery = regexp.MustCompile(`(://)\S*@`), regexp.MustCompile(`(?i)([?&;](?:sentinel_)?password=)[^&#\s]*`)
+
+// redact hides the passwords of anything URL-like in s.
+func redact(s string) string {
+	return secretQuery.ReplaceAllString(userinfo.ReplaceAllString(s, "${1}xxxxx@"), "${1}xxxxx")
+}
 
 // CheckURL accepts empty, or an absolute URL with one of schemes and a
 // host, no fragment, and no query unless query is set (Redis URLs take
