@@ -145,7 +145,7 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 		})
 	agg, err := orderdetail.New(orderdetail.Config{
 		Core:       core,
-		Sections:   []orderdetail.Downstream{section},
+		Sections:   []*orderdetail.Downstream{section},
 		Store:      &memStore{m: map[string]orderdetail.CacheEntry{}},
 		CacheGuard: guard(t, config.NameCache, resilience.Config{Timeout: 50 * time.Millisecond}),
 		Reserve:    50 * time.Millisecond,
@@ -153,7 +153,6 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(agg.Close)
 	api := handlers.New(handlers.Options{Pager: agg, Deadline: 1500 * time.Millisecond, MaxInflight: 8, Logger: slog.New(slog.DiscardHandler)})
 	return func(id string) (int, http.Header, map[string]json.RawMessage) {
 		t.Helper()

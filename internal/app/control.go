@@ -29,7 +29,7 @@ type control struct {
 	// warned about whenever settings are put in force.
 	maxInflight int
 	guards      map[string]*resilience.Guard
-	downstreams map[string]orderdetail.Downstream // by dependency name; not for "cache"
+	downstreams map[string]*orderdetail.Downstream // by dependency name; not for "cache"
 	logger      *slog.Logger
 }
 

@@ -29,7 +29,7 @@ func newControl(t *testing.T) (*control, *bytes.Buffer) {
 	}
 	var logs bytes.Buffer
 	return &control{deps: deps, bounds: config.DefaultServe().Bounds(), guards: guards,
-		downstreams: map[string]orderdetail.Downstream{}, logger: slog.New(slog.NewJSONHandler(&logs, nil))}, &logs
+		downstreams: map[string]*orderdetail.Downstream{}, logger: slog.New(slog.NewJSONHandler(&logs, nil))}, &logs
 }
 
 // logsWithMsg returns the log lines with message msg, decoded.

@@ -143,9 +143,9 @@ func (s *serving) buildPage(context.Context) error {
 	for _, g := range s.guards {
 		guards[g.Name()] = g
 	}
-	byName := map[string]orderdetail.Downstream{}
-	var core orderdetail.Downstream
-	var rest []orderdetail.Downstream
+	byName := map[string]*orderdetail.Downstream{}
+	var core *orderdetail.Downstream
+	var rest []*orderdetail.Downstream
 	for _, e := range downstream.Registered() {
 		d, _ := deps.Get(e.Name)
 		ds, closeClient, err := e.Build(downstream.Config{
@@ -175,14 +175,10 @@ func (s *serving) buildPage(context.Context) error {
 		CacheGuard: guards[config.NameCache],
 		Reserve:    s.cfg.Reserve,
 		Observer:   s.tel.Observer(),
-		// One write per section per order every 10 s keeps Redis load
-		// proportional to the distinct orders, not to the traffic.
-		RewriteInterval: 10 * time.Second,
 	})
 	if err != nil {
 		return err
 	}
-	s.closers.push("aggregator", func(context.Context) error { page.Close(); return nil })
 	s.page = page
 	s.ctl = &control{deps: deps, bounds: s.cfg.Bounds(), maxInflight: s.cfg.MaxInflight,
 		guards: guards, downstreams: byName, logger: s.logger}

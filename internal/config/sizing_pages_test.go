@@ -110,8 +110,8 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 		}
 		return g
 	}
-	var core orderdetail.Downstream
-	var rest []orderdetail.Downstream
+	var core *orderdetail.Downstream
+	var rest []*orderdetail.Downstream
 	for _, ds := range downstream.Registered() {
 		name := ds.Name
 		if ds.Core {
@@ -131,7 +131,6 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(agg.Close)
 	limiter := admission.Fixed(maxInflight)
 
 	type result struct {

@@ -54,18 +54,18 @@ type Entry struct {
 // Builder makes entry e's downstream, as the page calls it, from its
 // client's settings, its guard and its maximum cache age, and returns the function that closes the
 // client's idle connections.
-type Builder func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Downstream, func(), error)
+type Builder func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error)
 
 // Build returns the downstream as the page calls it, through a new client
 // configured by c and guarded by g, and the function that closes that
 // client's idle connections.
-func (e Entry) Build(c Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Downstream, func(), error) {
+func (e Entry) Build(c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
 	if e.New == nil {
-		return orderdetail.Downstream{}, nil, fmt.Errorf("%s: no builder registered", e.Name)
+		return nil, nil, fmt.Errorf("%s: no builder registered", e.Name)
 	}
 	d, closeFn, err := e.New(e, c, g, maxAge)
 	if err != nil {
-		return orderdetail.Downstream{}, nil, fmt.Errorf("%s client: %w", e.Name, err)
+		return nil, nil, fmt.Errorf("%s client: %w", e.Name, err)
 	}
 	return d, closeFn, nil
 }
@@ -73,14 +73,14 @@ func (e Entry) Build(c Config, g *resilience.Guard, maxAge time.Duration) (order
 // CoreOf is the Builder of the order section: the one without which there
 // is no page.
 func CoreOf(api API[orderdetail.Order]) Builder {
-	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Downstream, func(), error) {
+	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
 		if e.Section != "order" { // orderdetail.NewCore's page and cache key
-			return orderdetail.Downstream{}, nil, fmt.Errorf("the core's section must be \"order\", not %q", e.Section)
+			return nil, nil, fmt.Errorf("the core's section must be \"order\", not %q", e.Section)
 		}
 		api.Name = e.Name // the client's label is the entry's name, as the guard's
 		cl, err := NewClient(api, c)
 		if err != nil {
-			return orderdetail.Downstream{}, nil, err
+			return nil, nil, err
 		}
 		return orderdetail.NewCore(g, maxAge, cl.Get, orderdetail.CacheDecoder(api.DecodeCached)), cl.Close, nil
 	}
@@ -91,11 +91,11 @@ func CoreOf(api API[orderdetail.Order]) Builder {
 // "unknown" in the section's own terms when there is neither a live nor a
 // cached answer.
 func SectionOf[T any](api API[T], fallback func(orderdetail.Order) T) Builder {
-	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (orderdetail.Downstream, func(), error) {
+	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
 		api.Name = e.Name // the client's label is the entry's name, as the guard's
 		cl, err := NewClient(api, c)
 		if err != nil {
-			return orderdetail.Downstream{}, nil, err
+			return nil, nil, err
 		}
 		return orderdetail.NewSection(e.Section, g, maxAge, cl.Get, fallback, orderdetail.CacheDecoder(api.DecodeCached)), cl.Close, nil
 	}

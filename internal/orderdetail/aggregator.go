@@ -37,58 +37,44 @@ type Observer interface {
 // Config wires an Aggregator.
 type Config struct {
 	// Core is the order (see NewCore); Sections are the degradable others.
-	Core     Downstream
-	Sections []Downstream
+	Core     *Downstream
+	Sections []*Downstream
 	// Store holds last-good answers; CacheGuard protects reads from it so a
-	// sick store costs ~nothing once its breaker is open.
+	// sick store costs little once its breaker is open.
 	Store      LastGood
 	CacheGuard *resilience.Guard
 	// Reserve is kept back from the request's deadline for fallbacks,
-	// assembly and encoding: dependency calls must end this much before it.
+	// assembly and encoding: dependency calls end this much before it.
 	Reserve  time.Duration
-	Now      func() time.Time // defaults to time.Now
-	Observer Observer
-	// RewriteInterval: a live answer of the same dependency for the same
-	// order is considered for the store at most once per interval, and
-	// written only if its content changed since the copy last written or
-	// that copy's age passed a quarter of the section's max age (see
-	// writeThrottle). 0 writes every live answer.
-	RewriteInterval time.Duration
+	Now      func() time.Time // the clock of as_of and of max ages; nil: time.Now
+	Observer Observer         // nil: none
 }
 
 // Aggregator builds order-detail pages. It is safe for concurrent use.
 type Aggregator struct {
-	downstreams []Downstream // core first
+	downstreams []*Downstream // core first
 	store       LastGood
 	cacheGuard  *resilience.Guard
 	reserve     time.Duration
 	now         func() time.Time
 	obs         Observer
-	throttle    *writeThrottle
 	gate        coreGate
-	workers     *workers
 }
 
-// maxIdleWorkers bounds the goroutines kept waiting for the sections' calls
-// (see workers): three per page in flight for 85 concurrent pages. More
-// concurrent pages start goroutines of their own, as without the pool.
-const maxIdleWorkers = 256
-
-// New builds an Aggregator.
+// New builds an Aggregator. It fails when Core is not from NewCore, a
+// section not from NewSection, a section name is used twice, or Store or
+// CacheGuard is missing.
 func New(cfg Config) (*Aggregator, error) {
-	if !cfg.Core.core {
+	if cfg.Core == nil || !cfg.Core.core {
 		return nil, errors.New("orderdetail: Config.Core must come from NewCore")
 	}
 	if cfg.Store == nil || cfg.CacheGuard == nil {
 		return nil, errors.New("orderdetail: Store and CacheGuard are required")
 	}
-	if n := 1 + len(cfg.Sections); n > maxThrottledSections {
-		return nil, fmt.Errorf("orderdetail: %d dependencies, at most %d", n, maxThrottledSections)
-	}
 	seen := map[string]bool{cfg.Core.name: true}
 	for _, d := range cfg.Sections {
-		if d.core || d.fallback == nil || d.guard == nil {
-			return nil, fmt.Errorf("orderdetail: section %q must come from NewSection", d.name)
+		if d == nil || d.core || d.fallback == nil || d.guard == nil {
+			return nil, errors.New("orderdetail: every section must come from NewSection")
 		}
 		if seen[d.name] {
 			return nil, fmt.Errorf("orderdetail: section %q registered twice", d.name)
@@ -96,14 +82,12 @@ func New(cfg Config) (*Aggregator, error) {
 		seen[d.name] = true
 	}
 	a := &Aggregator{
-		downstreams: append([]Downstream{cfg.Core}, cfg.Sections...),
+		downstreams: append([]*Downstream{cfg.Core}, cfg.Sections...),
 		store:       cfg.Store,
 		cacheGuard:  cfg.CacheGuard,
 		reserve:     cfg.Reserve,
 		now:         cfg.Now,
 		obs:         cfg.Observer,
-		throttle:    newWriteThrottle(cfg.RewriteInterval),
-		workers:     newWorkers(maxIdleWorkers),
 	}
 	if a.now == nil {
 		a.now = time.Now
@@ -111,110 +95,107 @@ func New(cfg Config) (*Aggregator, error) {
 	return a, nil
 }
 
-// Close stops the goroutines that wait to make the sections' calls, once
-// the calls in flight have returned. A Get after Close still works, on
-// goroutines of its own.
-func (a *Aggregator) Close() { a.workers.Close() }
+// call is one dependency's part of one page: what resolve is asked, and
+// what it answers.
+type call struct {
+	d       *Downstream
+	orderID string
+	end     time.Time // the calls' end: the page's deadline − Reserve; zero without a deadline
+
+	section Section
+	liveAt  time.Time // when the live answer arrived; zero when not live
+}
 
 // Get assembles the page for orderID under ctx's deadline.
 //
-// All dependencies are called at once, each through its own guard and
-// sub-budget, all ending Reserve before ctx's deadline. No section's failure
-// cancels another — only the deadline does — except the core's: without the
-// order there is no page, so its failure cancels the rest and Get returns
-// ErrOrderNotFound or ErrOrderUnavailable at once. Otherwise Get returns when
-// every section has settled; each is bounded by its sub-budget plus a cache
-// read, so the page never waits on a section that has already failed.
+// Every dependency is called at once, each through its own guard, and
+// every call ends by the deadline − Reserve: the reserve is the fallbacks'.
+// No section's failure cancels another, except the core's: without the
+// order there is no page, so Get then stops the others and returns
+// ErrOrderNotFound (the order service said so: no fallback, no health
+// charge) or ErrOrderUnavailable (neither live nor cached).
 //
-// While the order's breaker refuses calls, the order is resolved first, alone
-// (see coreGate): a page that can only be a 503 calls no other dependency.
+// While the order's breaker refuses calls, the order is resolved first,
+// alone (see coreGate): a page that can only be a 503 calls nobody else.
+//
+// Every live section is handed to the last-good store; a section with
+// neither a live nor a cached answer gets its semantic default.
 func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
-	// The calls run on work and end by callsEnd, Reserve before the page's
-	// deadline; the fallbacks run on ctx and so keep the reserve. Cancelling
-	// work abandons the page: the calls stop and no fallback follows
-	// (resolve). callsEnd is not work's deadline: each call's guard cuts
-	// the call there with the timer of its sub-budget, where a deadline of
-	// work's own would add a timer per page (see resilience.DoUntil).
-	work, abandonPage := context.WithCancel(ctx)
-	defer abandonPage()
-	var callsEnd time.Time
+	ctx, abandon := context.WithCancel(ctx) // abandon: no page, stop the calls
+	defer abandon()
+	var end time.Time
 	if dl, ok := ctx.Deadline(); ok {
-		callsEnd = dl.Add(-a.reserve)
+		end = dl.Add(-a.reserve)
+	}
+	calls := make([]call, len(a.downstreams))
+	for i, d := range a.downstreams {
+		calls[i] = call{d: d, orderID: orderID, end: end}
 	}
 
-	sections := make([]Section, len(a.downstreams))
-	liveAt := make([]time.Time, len(a.downstreams))
 	var wg sync.WaitGroup
 	callOthers := func() {
-		wg.Add(len(a.downstreams) - 1)
-		for i := 1; i < len(a.downstreams); i++ {
-			a.workers.Go(func() {
-				defer wg.Done()
-				sections[i], liveAt[i] = a.resolve(work, callsEnd, ctx, a.downstreams[i], orderID)
-			})
+		for i := 1; i < len(calls); i++ {
+			wg.Go(func() { a.resolve(ctx, &calls[i]) })
 		}
 	}
 	coreFirst := a.gate.coreFirst()
 	if !coreFirst {
 		callOthers() // the usual case: a slow order overlaps the others
 	}
-	sections[0], liveAt[0] = a.resolve(work, callsEnd, ctx, a.downstreams[0], orderID)
-	a.gate.settle(sections[0].Err)
-
-	core := sections[0]
-	if core.Body == nil {
-		abandonPage() // no page: stop the others now, then wait for them
+	core := &calls[0]
+	a.resolve(ctx, core)
+	a.gate.settle(core.section.Err)
+	if core.section.Body == nil {
+		abandon()
 		wg.Wait()
-		if errors.Is(core.Err, ErrNotFound) {
+		if errors.Is(core.section.Err, ErrNotFound) {
 			return nil, fmt.Errorf("orderdetail: %s: %w", orderID, ErrOrderNotFound)
 		}
-		return nil, fmt.Errorf("orderdetail: %s: %w: %w", orderID, ErrOrderUnavailable, core.Err)
+		return nil, fmt.Errorf("orderdetail: %s: %w: %w", orderID, ErrOrderUnavailable, core.section.Err)
 	}
 	if coreFirst {
 		callOthers() // a cached order: the page can be served after all
 	}
 	wg.Wait()
 
-	order := core.Body.(Order)
-	page := &Page{OrderID: orderID, Sections: sections}
-	for i := range sections {
-		s := &sections[i]
-		if s.Body == nil {
-			s.Body = a.downstreams[i].fallback(order)
+	page := &Page{OrderID: orderID, Sections: make([]Section, len(calls))}
+	for i := range calls {
+		c := &calls[i]
+		if c.section.Body == nil {
+			c.section.Body = c.d.fallback(core.section.Body)
 		}
-		page.Degraded = page.Degraded || s.Degraded
+		page.Sections[i] = c.section
+		page.Degraded = page.Degraded || c.section.Degraded
 	}
-	a.remember(ctx, orderID, sections, liveAt)
+	a.remember(ctx, calls)
 	return page, nil
 }
 
-// resolve fetches one section live, by callsEnd at the latest, or else its
-// last good answer. A section with neither comes back with a nil Body (and,
-// for the core, ends the request); Get fills in the semantic default once
-// the order is known.
-func (a *Aggregator) resolve(work context.Context, callsEnd time.Time, page context.Context, d Downstream, orderID string) (Section, time.Time) {
-	s := Section{Name: d.name, BodyKey: d.bodyKey}
-	v, err := resilience.DoUntil(work, d.guard, callsEnd, func(ctx context.Context) (any, error) { return d.fetch(ctx, orderID) })
+// resolve fills c.section: the dependency's live answer, by c.end at the
+// latest, or else its last good answer. A section with neither keeps a nil
+// Body (Get then ends the page, for the core, or fills in the default).
+// ctx is the page's: cancelled, it wants no fallback.
+func (a *Aggregator) resolve(ctx context.Context, c *call) {
+	d := c.d
+	c.section = Section{Name: d.name, BodyKey: d.bodyKey}
+	v, err := resilience.DoUntil(ctx, d.guard, c.end, func(ctx context.Context) (any, error) { return d.fetch(ctx, c.orderID) })
 	if err == nil {
-		s.Source, s.Body = SourceLive, v
-		return s, a.now()
+		c.section.Source, c.section.Body, c.liveAt = SourceLive, v, a.now()
+		return
 	}
-	s.Source, s.Degraded, s.Reason, s.Err = SourceFallback, true, ReasonOf(err), err
+	c.section.Source, c.section.Degraded, c.section.Reason, c.section.Err = SourceFallback, true, ReasonOf(err), err
 	if d.core && errors.Is(err, ErrNotFound) {
-		return s, time.Time{} // the truth, not a failure: no fallback
+		return // the truth, not a failure: no fallback
 	}
-	if errors.Is(work.Err(), context.Canceled) {
-		return s, time.Time{} // the page was abandoned, or its caller left: nobody needs a fallback
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return // the page was abandoned, or its caller left
 	}
-	// The fallback runs on the page's context, not the spent work budget: it
-	// has the reserve, bounded further by the guard's FallbackTimeout.
-	cached, ferr := resilience.Fallback(page, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
-		return a.lastGood(ctx, d, orderID)
+	cached, err := resilience.Fallback(ctx, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
+		return a.lastGood(ctx, d, c.orderID)
 	})
-	if ferr == nil {
-		s.Source, s.Body, s.AsOf = SourceCache, cached.body, cached.asOf
+	if err == nil {
+		c.section.Source, c.section.Body, c.section.AsOf = SourceCache, cached.body, cached.asOf
 	}
-	return s, time.Time{}
 }
 
 type cachedSection struct {
@@ -226,26 +207,23 @@ var errNoLastGood = errors.New("no last-good answer")
 
 // lastGood reads d's last good answer through the cache guard and checks
 // its age, then its content with d's decoder: a cached answer is served only
-// if a live one like it would have been.
-func (a *Aggregator) lastGood(ctx context.Context, d Downstream, orderID string) (cachedSection, error) {
-	type read struct {
-		e       CacheEntry
-		corrupt bool
-	}
-	r, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (read, error) {
+// if a live one like it would have been. Its error wraps errNoLastGood.
+func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string) (cachedSection, error) {
+	corrupt := false
+	e, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (CacheEntry, error) {
 		e, err := a.store.Get(ctx, d.name, orderID)
 		if errors.Is(err, ErrCacheMiss) {
 			// A miss is a good answer from the store, a corrupt entry too.
-			return read{corrupt: errors.Is(err, ErrCacheCorrupt)}, nil
+			corrupt = errors.Is(err, ErrCacheCorrupt)
+			return CacheEntry{}, nil
 		}
-		return read{e: e}, err
+		return e, err
 	})
-	e := r.e
 	outcome := "hit"
 	switch {
 	case err != nil:
 		outcome = "error"
-	case r.corrupt:
+	case corrupt:
 		outcome = "corrupt"
 	case e.Payload == nil:
 		outcome = "absent"
@@ -263,7 +241,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d Downstream, orderID string)
 		a.obs.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
 	}
 	if outcome != "hit" {
-		if err != nil && outcome == "corrupt" {
+		if err != nil {
 			return cachedSection{}, fmt.Errorf("%s: %w (%s: %w)", d.name, errNoLastGood, outcome, err)
 		}
 		return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)
@@ -271,23 +249,18 @@ func (a *Aggregator) lastGood(ctx context.Context, d Downstream, orderID string)
 	return cachedSection{body: body, asOf: e.AsOf}, nil
 }
 
-// remember hands every live section to the last-good store, off the
-// request path. ctx is the request's, so that the write can be traced back
-// to it.
-func (a *Aggregator) remember(ctx context.Context, orderID string, sections []Section, liveAt []time.Time) {
-	key, due := a.throttle.due(orderID, liveAt) // liveAt is zero for a section not live
-	for i, s := range sections {
-		if due&(1<<i) == 0 {
+// remember hands every live section to the last-good store, which writes
+// behind and skips a rewrite identical to its stored copy. ctx is the
+// request's, so that the write can be traced back to it.
+func (a *Aggregator) remember(ctx context.Context, calls []call) {
+	for _, c := range calls {
+		if c.liveAt.IsZero() {
 			continue
 		}
-		payload, err := json.Marshal(s.Body)
+		payload, err := json.Marshal(c.section.Body)
 		if err != nil {
 			continue // our own types always marshal; nothing to remember otherwise
 		}
-		maxAge := a.downstreams[i].MaxAge()
-		if !a.throttle.changed(key, i, payload, liveAt[i], a.throttle.refreshAfter(maxAge)) {
-			continue
-		}
-		a.store.PutContext(ctx, s.Name, orderID, CacheEntry{AsOf: liveAt[i], Payload: payload}, maxAge)
+		a.store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: payload}, c.d.MaxAge())
 	}
 }

@@ -78,6 +78,8 @@ type fakes struct {
 	order, inventory, coupon, logistics behaviour
 	// calls counts the calls each fake received, whatever they answered.
 	orderCalls, otherCalls atomic.Int64
+	// shipment, when set, is the logistics answer.
+	shipment func() Logistics
 }
 
 var sampleOrder = Order{ID: "o-1", UserID: "u-1", Status: "PAID", Items: []OrderItem{{SKU: "A", Quantity: 1}, {SKU: "B", Quantity: 2}}}
@@ -115,6 +117,9 @@ func (f *fakes) GetLogistics(ctx context.Context, _ string) (Logistics, error) {
 	if err := f.logistics(ctx); err != nil {
 		return Logistics{}, err
 	}
+	if f.shipment != nil {
+		return f.shipment(), nil
+	}
 	return Logistics{Status: "IN_TRANSIT"}, nil
 }
 
@@ -148,7 +153,7 @@ func newRig(t testing.TB, cfgs map[string]resilience.Config, opts ...resilience.
 	}
 	agg, err := New(Config{
 		Core: NewCore(guard("order"), 24*time.Hour, r.f.GetOrder),
-		Sections: []Downstream{
+		Sections: []*Downstream{
 			NewSection("inventory", guard("inventory"), time.Minute, r.f.GetInventory, UnknownInventory),
 			NewSection("coupons", guard("coupon"), 5*time.Minute, r.f.GetCoupons, NoCoupons),
 			NewSection("logistics", guard("logistics"), 30*time.Minute, r.f.GetLogistics, UnknownLogistics),
@@ -161,7 +166,6 @@ func newRig(t testing.TB, cfgs map[string]resilience.Config, opts ...resilience.
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(agg.Close)
 	r.agg = agg
 	return r
 }
@@ -543,120 +547,11 @@ func TestReserveCutIsTheCallersDeadline(t *testing.T) {
 	}
 }
 
-func TestWriteThrottle(t *testing.T) {
-	th := newWriteThrottle(time.Second)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	var never time.Time // a section not live on that page
-	steps := []struct {
-		id     string
-		liveAt []time.Time // order, inventory
-		want   uint64
-	}{
-		{"o-1", []time.Time{at(0), never}, 0b01},
-		{"o-1", []time.Time{at(500 * time.Millisecond), at(500 * time.Millisecond)}, 0b10}, // the order was checked at 0
-		{"o-2", []time.Time{at(500 * time.Millisecond), never}, 0b01},
-		{"o-1", []time.Time{at(time.Second), at(time.Second)}, 0b01}, // inventory was checked at +0.5 s
-		{"o-1", []time.Time{at(1500 * time.Millisecond), at(1500 * time.Millisecond)}, 0b10},
-		{"o-1", []time.Time{at(1700 * time.Millisecond), at(1700 * time.Millisecond)}, 0b00},
-	}
-	for _, s := range steps {
-		if _, got := th.due(s.id, s.liveAt); got != s.want {
-			t.Fatalf("due(%s, %v) = %02b, want %02b", s.id, s.liveAt, got, s.want)
-		}
-	}
-	var off *writeThrottle
-	// Twice: a real throttle would refuse the second call at the same instant.
-	for call := 1; call <= 2; call++ {
-		if _, due := off.due("o-1", []time.Time{t0, never, t0}); due != 0b101 || !off.changed(0, 0, []byte("x"), t0, 0) {
-			t.Fatalf("a nil throttle refused call %d: it must allow every live section", call)
-		}
-	}
-}
-
-// TestWriteThrottleForgetsWhenFull: past its cap a shard starts over, so
-// memory stays bounded and a forgotten order is simply due again.
-func TestWriteThrottleForgetsWhenFull(t *testing.T) {
-	th := newWriteThrottle(time.Hour)
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	live := []time.Time{t0}
-	if _, due := th.due("o-first", live); due != 1 {
-		t.Fatal("first sight not due")
-	}
-	for i := range len(th.shards) * throttleShardCap * 2 {
-		th.due(fmt.Sprintf("o-%d", i), live)
-	}
-	total := 0
-	for i := range th.shards {
-		n := len(th.shards[i].last)
-		if n > throttleShardCap {
-			t.Fatalf("shard %d holds %d orders, cap %d", i, n, throttleShardCap)
-		}
-		total += n
-	}
-	if _, due := th.due("o-first", live); due != 1 {
-		t.Fatalf("o-first still remembered among %d orders: the shards never forgot", total)
-	}
-}
-
-// TestWriteThrottleSkipsUnchanged: once due, a copy is written when its
-// content changed, or when the copy written last is refreshAfter old;
-// otherwise not.
-func TestWriteThrottleSkipsUnchanged(t *testing.T) {
-	th := newWriteThrottle(time.Second)
-	if got := th.refreshAfter(time.Minute); got != 15*time.Second {
-		t.Fatalf("refreshAfter(1m) = %v, want a quarter of it", got)
-	}
-	if got := th.refreshAfter(2 * time.Second); got != time.Second {
-		t.Fatalf("refreshAfter(2s) = %v, want the interval, never less", got)
-	}
-	if got := th.refreshAfter(24 * time.Hour); got != maxUnchangedRefresh {
-		t.Fatalf("refreshAfter(24h) = %v, want %v: a copy the store lost must not wait hours", got, maxUnchangedRefresh)
-	}
-	const refresh = 10 * time.Second
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	steps := []struct {
-		at      time.Duration
-		payload string
-		want    bool
-	}{
-		{0, `{"a":1}`, true},                 // first copy
-		{2 * time.Second, `{"a":1}`, false},  // unchanged, young
-		{4 * time.Second, `{"a":2}`, true},   // changed
-		{6 * time.Second, `{"a":2}`, false},  // unchanged since +4s
-		{13 * time.Second, `{"a":2}`, false}, // 9 s old
-		{14 * time.Second, `{"a":2}`, true},  // 10 s old: refreshed
-		{15 * time.Second, `{"a":1}`, true},  // changed back
-		{16 * time.Second, `{"a":1}`, false}, // unchanged
-		{100 * time.Second, `{"a":1}`, true}, // old
-	}
-	for _, s := range steps {
-		now := t0.Add(s.at)
-		key, due := th.due("o-1", []time.Time{{}, {}, {}, now}) // logistics, the fourth section
-		if due != 0b1000 {
-			t.Fatalf("+%v: due %04b, steps are a second apart or more", s.at, due)
-		}
-		if got := th.changed(key, 3, []byte(s.payload), now, refresh); got != s.want {
-			t.Fatalf("changed(%s, +%v) = %v, want %v", s.payload, s.at, got, s.want)
-		}
-	}
-	// Another order with the same content is its own pair.
-	now := t0.Add(101 * time.Second)
-	key, _ := th.due("o-2", []time.Time{{}, {}, {}, now})
-	if !th.changed(key, 3, []byte(`{"a":1}`), now, refresh) {
-		t.Fatal("o-2's first copy was skipped")
-	}
-	// So is another section of the same order.
-	if !th.changed(key, 2, []byte(`{"a":1}`), now, refresh) {
-		t.Fatal("o-2's coupons were skipped for logistics' copy")
-	}
-}
-
 // BenchmarkGet measures the aggregation's own cost per page — four guarded
 // calls in parallel, assembly and the last-good hand-off — with instant fakes
 // in place of the HTTP clients.
 func BenchmarkGet(b *testing.B) {
-	r := newRig(b, nil) // b.Cleanup closes the aggregator, so its workers end with the benchmark
+	r := newRig(b, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -73,7 +73,7 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 		}
 		agg, err := New(Config{
 			Core: NewCore(g("order"), time.Hour, f.GetOrder),
-			Sections: []Downstream{
+			Sections: []*Downstream{
 				NewSection("inventory", g("inventory"), time.Hour, f.GetInventory, UnknownInventory),
 				NewSection("coupons", g("coupon"), time.Hour, f.GetCoupons, NoCoupons, checkCoupons),
 				NewSection("logistics", g("logistics"), time.Hour, f.GetLogistics, UnknownLogistics),
@@ -83,7 +83,6 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(agg.Close)
 		return agg, f
 	}
 	now := time.Now()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/orderagg/orderagg/internal/resilience"
 )
 
 type requestKey struct{}
@@ -31,62 +29,30 @@ func TestWritesCarryTheRequest(t *testing.T) {
 	}
 }
 
-// TestUnchangedSectionsAreNotRewritten: with a rewrite interval, a section
-// whose answer has not changed is written again only once its copy is a
-// quarter of its max age old, however often its order is served.
-func TestUnchangedSectionsAreNotRewritten(t *testing.T) {
-	f := &fakes{order: healthy, inventory: healthy, coupon: healthy, logistics: healthy}
-	store := newFakeStore()
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	g := func(name string) *resilience.Guard {
-		g, err := resilience.New(name, resilience.Config{Retry: resilience.RetryConfig{MaxAttempts: 1}})
-		if err != nil {
+// TestEveryLiveAnswerIsHandedToTheStore: every page hands every live
+// section to the store, changed or not, however soon after the last: the
+// store alone decides what an identical rewrite is, so an answer that
+// changed is never held back (newest wins, end to end). Failed before: the
+// page's own write throttle skipped every answer of an order for 10 s
+// after writing it, changed or not (as serve wired it).
+func TestEveryLiveAnswerIsHandedToTheStore(t *testing.T) {
+	r := newRig(t, nil)
+	status := "IN_TRANSIT"
+	r.f.shipment = func() Logistics { return Logistics{Status: status} }
+	for i, s := range []string{"IN_TRANSIT", "IN_TRANSIT", "DELIVERED"} {
+		status = s
+		r.now = r.now.Add(time.Second)
+		if _, err := r.get(t, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		return g
-	}
-	agg, err := New(Config{
-		Core: NewCore(g("order"), 24*time.Hour, f.GetOrder),
-		Sections: []Downstream{
-			NewSection("inventory", g("inventory"), time.Minute, f.GetInventory, UnknownInventory),
-			NewSection("coupons", g("coupon"), 5*time.Minute, f.GetCoupons, NoCoupons),
-			NewSection("logistics", g("logistics"), 30*time.Minute, f.GetLogistics, UnknownLogistics),
-		},
-		Store: store, CacheGuard: g("cache"), Reserve: 10 * time.Millisecond,
-		Now:             func() time.Time { return now },
-		RewriteInterval: 10 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(agg.Close)
-	writes := func() int {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return len(store.putCtx)
-	}
-	steps := []struct {
-		at   time.Duration
-		want int // writes so far
-	}{
-		{0, 4},                // every section's first copy
-		{5 * time.Second, 4},  // inside the interval
-		{11 * time.Second, 4}, // due, but unchanged and young
-		{16 * time.Second, 4}, // not due: checked at +11 s
-		{21 * time.Second, 5}, // inventory's copy is 21 s old: over 1 min / 4
-		{76 * time.Second, 9}, // inventory again (55 s old); coupons, logistics and the order (76 s: over the 1 min cap)
-	}
-	t0 := now
-	for _, s := range steps {
-		now = t0.Add(s.at)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := agg.Get(ctx, "o-1")
-		cancel()
-		if err != nil {
-			t.Fatal(err)
+		r.store.mu.Lock()
+		n, e := len(r.store.putCtx), r.store.entries["logistics/o-1"]
+		r.store.mu.Unlock()
+		if want := 4 * (i + 1); n != want {
+			t.Fatalf("page %d: %d writes handed to the store, want %d (every live section of every page)", i, n, want)
 		}
-		if got := writes(); got != s.want {
-			t.Fatalf("+%v: %d writes, want %d", s.at, got, s.want)
+		if want := `{"status":"` + s + `"}`; string(e.Payload) != want || !e.AsOf.Equal(r.now) {
+			t.Fatalf("page %d: stored logistics %s as of %v, want %s as of %v", i, e.Payload, e.AsOf, want, r.now)
 		}
 	}
 }

@@ -67,39 +67,32 @@ type Section struct {
 // section's name (the JSON key), its guard, how to fetch it, how old a
 // last-good answer may be, and its semantic default. Build one with
 // NewSection or NewCore (internal/downstream's registry does, from each
-// entry); the aggregation treats them all alike.
+// entry); the aggregation treats them all alike. Use it by pointer.
 type Downstream struct {
 	name    string
 	core    bool
 	bodyKey string
 	guard   *resilience.Guard
-	maxAge  *atomic.Int64 // nanoseconds; shared by copies, changed at run time
+	maxAge  atomic.Int64 // nanoseconds; changed at run time
 	fetch   func(ctx context.Context, orderID string) (any, error)
 	// decode reads a last-good payload for an order (see CacheDecoder).
 	decode func(payload []byte, orderID string) (any, error)
-	// fallback builds the semantic default from the resolved order; nil for
-	// the core, which has none.
-	fallback func(Order) any
+	// fallback builds the semantic default from the resolved core's body;
+	// nil for the core, which has none.
+	fallback func(core any) any
 }
 
 // Name is the section's name and JSON key.
-func (d Downstream) Name() string { return d.name }
+func (d *Downstream) Name() string { return d.name }
 
 // Guard is the downstream's resilience guard.
-func (d Downstream) Guard() *resilience.Guard { return d.guard }
+func (d *Downstream) Guard() *resilience.Guard { return d.guard }
 
 // MaxAge is how old a last-good answer of this downstream may be served.
-func (d Downstream) MaxAge() time.Duration { return time.Duration(d.maxAge.Load()) }
+func (d *Downstream) MaxAge() time.Duration { return time.Duration(d.maxAge.Load()) }
 
-// SetMaxAge changes MaxAge at run time (admin API, config reload); it
-// applies to every copy of d.
-func (d Downstream) SetMaxAge(age time.Duration) { d.maxAge.Store(int64(age)) }
-
-func newMaxAge(d time.Duration) *atomic.Int64 {
-	a := new(atomic.Int64)
-	a.Store(int64(d))
-	return a
-}
+// SetMaxAge changes MaxAge at run time (admin API, config reload).
+func (d *Downstream) SetMaxAge(age time.Duration) { d.maxAge.Store(int64(age)) }
 
 // Option configures a downstream whose answer is a T.
 type Option[T any] func(*options[T])
@@ -129,30 +122,32 @@ func decoderOf[T any](opts []Option[T], plain func(payload []byte, orderID strin
 // NewSection describes a degradable downstream whose answer is a T. fallback
 // must state "unknown" in the section's own terms — never a made-up fact.
 func NewSection[T any](name string, guard *resilience.Guard, maxAge time.Duration,
-	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T, opts ...Option[T]) Downstream {
-	return Downstream{
+	fetch func(ctx context.Context, orderID string) (T, error), fallback func(Order) T, opts ...Option[T]) *Downstream {
+	d := &Downstream{
 		name:     name,
 		guard:    guard,
-		maxAge:   newMaxAge(maxAge),
 		fetch:    func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
 		decode:   decoderOf(opts, unmarshalAs[T]),
-		fallback: func(o Order) any { return fallback(o) },
+		fallback: func(core any) any { return fallback(core.(Order)) },
 	}
+	d.SetMaxAge(maxAge)
+	return d
 }
 
 // NewCore describes the order: the section without which there is no page.
 // fetch is called with the order id alone, like every section's; a 404 must
 // wrap ErrNotFound.
-func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error), opts ...Option[Order]) Downstream {
-	return Downstream{
+func NewCore(guard *resilience.Guard, maxAge time.Duration, fetch func(ctx context.Context, orderID string) (Order, error), opts ...Option[Order]) *Downstream {
+	d := &Downstream{
 		name:    "order",
 		core:    true,
 		bodyKey: "data",
 		guard:   guard,
-		maxAge:  newMaxAge(maxAge),
 		fetch:   func(ctx context.Context, id string) (any, error) { return fetch(ctx, id) },
 		decode:  sameOrder(decoderOf(opts, unmarshalAs[Order])),
 	}
+	d.SetMaxAge(maxAge)
+	return d
 }
 
 // errCorruptPayload marks a last-good payload that cannot be served.
