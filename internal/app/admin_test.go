@@ -253,10 +253,10 @@ func TestCancelledRequestsReleaseSlots(t *testing.T) {
 	})
 }
 
-// --admission adaptive serves like fixed when nothing queues, and publishes
-// its limit, which starts at --max-inflight.
-func TestAdaptiveAdmission(t *testing.T) {
-	s, _ := startService(t, []string{"--admission", "adaptive", "--max-inflight", "300"}, nil)
+// The admission limit in force is --max-inflight, published as a gauge
+// beside the slots held, which all come back once the pages are answered.
+func TestAdmissionLimitPublished(t *testing.T) {
+	s, _ := startService(t, []string{"--max-inflight", "300"}, nil)
 	for i := range 20 {
 		if a := s.get(fmt.Sprintf("/v1/orders/o-%d", i)); a.status != 200 {
 			t.Fatalf("page %d: %d", i, a.status)

@@ -202,10 +202,7 @@ func (s *serving) startServers(context.Context) error {
 	dash.Start() // the last minute, for a page opened later
 	s.closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
 
-	limiter, err := newLimiter(s.cfg)
-	if err != nil {
-		return fmt.Errorf("%w: --admission: %w", config.ErrUsage, err)
-	}
+	limiter := admission.New(s.cfg.MaxInflight)
 	if err := s.tel.ObserveAdmission(limiter.Limit, limiter.Inflight); err != nil {
 		return err
 	}
@@ -282,15 +279,6 @@ func printDemoCommands(w io.Writer, simBase, apiBase string) {
 		"# watch %s/dashboard, then make logistics hang:\n%s\n"+
 		"# and heal every downstream:\n%s\n\n",
 		simBase, apiBase, injectFault(simBase), clearFaults(simBase))
-}
-
-// newLimiter is the order-detail admission limit --admission asks for.
-func newLimiter(cfg config.Serve) (admission.Limiter, error) {
-	if cfg.Admission == config.AdmissionAdaptive {
-		// Settle must outlast every request admitted before a cut.
-		return admission.Adaptive(admission.AdaptiveConfig{Max: cfg.MaxInflight, Settle: cfg.Deadline + 500*time.Millisecond})
-	}
-	return admission.Fixed(cfg.MaxInflight), nil
 }
 
 // RunSim serves the simulated downstreams until ctx ends.

@@ -40,12 +40,6 @@ var ErrUsage = errors.New("config: usage error")
 // EnvPrefix starts every flag's environment twin: --order-url is ORDERAGG_ORDER_URL.
 const EnvPrefix = "ORDERAGG_"
 
-// Admission modes (--admission).
-const (
-	AdmissionFixed    = "fixed"
-	AdmissionAdaptive = "adaptive"
-)
-
 // Serve is the configuration of `orderagg serve`; each field is set by the
 // flag ServeFlags names beside it, whose help says what it means.
 type Serve struct {
@@ -58,7 +52,6 @@ type Serve struct {
 	// Deadline bounds one page; its calls end at Deadline − Reserve (Bounds).
 	Deadline, Reserve time.Duration
 	MaxInflight       int
-	Admission         string // AdmissionFixed or AdmissionAdaptive
 	ConfigFile        string
 	// AdminAddr is the admin API's address (empty: off); it needs AdminToken,
 	// at least MinAdminToken bytes, given directly or read from AdminTokenFile.
@@ -89,7 +82,6 @@ func DefaultServe() Serve {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       DefaultMaxInflight,
-		Admission:         AdmissionFixed,
 		MaxEventStreams:   100,
 		ReadHeaderTimeout: 5 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
@@ -120,7 +112,6 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs.DurationVar(&s.Deadline, "deadline", s.Deadline, "total budget of one order-detail request")
 	fs.DurationVar(&s.Reserve, "reserve", s.Reserve, "part of the deadline kept back for fallbacks, assembly and encoding; longer than the cache's timeout")
 	fs.IntVar(&s.MaxInflight, "max-inflight", s.MaxInflight, "order-detail requests served at once; beyond it an immediate 503 OVERLOADED")
-	fs.StringVar(&s.Admission, "admission", s.Admission, "admission limit: fixed (--max-inflight) or adaptive (lowered while requests queue)")
 	fs.StringVar(&s.ConfigFile, "config", s.ConfigFile, "YAML `file` of per-dependency settings (see config.example.yaml); re-read on SIGHUP")
 	fs.StringVar(&s.AdminAddr, "admin-addr", s.AdminAddr, "listen address of the admin API; empty: off")
 	fs.StringVar(&s.AdminToken, "admin-token", s.AdminToken, fmt.Sprintf("bearer token the admin API requires (at least %d bytes)", MinAdminToken))
@@ -172,7 +163,7 @@ func parseServe(args []string, env bool) (Serve, error) {
 	if err := Parse(ServeFlags(&s), args, EnvPrefix, env); err != nil {
 		return Serve{}, err
 	}
-	s.LogLevel, s.Admission = strings.ToLower(s.LogLevel), strings.ToLower(s.Admission)
+	s.LogLevel = strings.ToLower(s.LogLevel)
 	err := s.check()
 	if err == nil {
 		s.Dependencies, err = s.LoadDependencies()
@@ -308,7 +299,6 @@ func (s *Serve) check() error {
 		named("max-event-streams", positive(s.MaxEventStreams)),
 		named("read-header-timeout", positive(s.ReadHeaderTimeout)),
 		named("shutdown-timeout", positive(s.ShutdownTimeout)),
-		named("admission", checkChoice(s.Admission, AdmissionFixed, AdmissionAdaptive)),
 		named("log-level", checkChoice(s.LogLevel, logLevels...)),
 		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
 		named("trusted-proxies", checkEach(s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix)),

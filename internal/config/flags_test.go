@@ -43,7 +43,6 @@ func TestParseServeDefaults(t *testing.T) {
 		Deadline:          1500 * time.Millisecond,
 		Reserve:           100 * time.Millisecond,
 		MaxInflight:       1024,
-		Admission:         "fixed",
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 5 * time.Second,
 		LogLevel:          "info",
@@ -251,8 +250,6 @@ func TestServeBadValues(t *testing.T) {
 			[]string{"--logistics-url (ORDERAGG_LOGISTICS_URL)", "no query"}},
 		{"unparsable URL", []string{"--inventory-url", "http://[::1"}, nil,
 			[]string{"--inventory-url (ORDERAGG_INVENTORY_URL)"}},
-		{"unknown admission mode", []string{"--admission", "magic"}, nil,
-			[]string{"--admission (ORDERAGG_ADMISSION)", "want one of fixed, adaptive"}},
 		{"redis URL with http scheme", []string{"--redis-url", "http://cache:6379"}, nil,
 			[]string{"--redis-url (ORDERAGG_REDIS_URL)", "scheme must be redis or rediss"}},
 		{"addr without port", []string{"--addr", "localhost"}, nil,
@@ -371,7 +368,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		fs    *flag.FlagSet
 		count int
 	}{
-		"serve": {config.ServeFlags(&serve), 18 + len(downstream.Names())}, // one --NAME-url per downstream
+		"serve": {config.ServeFlags(&serve), 17 + len(downstream.Names())}, // one --NAME-url per downstream
 		"sim":   {config.SimFlags(&sim), 3},
 	} {
 		var b bytes.Buffer

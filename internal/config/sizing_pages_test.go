@@ -131,7 +131,7 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 	if err != nil {
 		t.Fatal(err)
 	}
-	limiter := admission.Fixed(maxInflight)
+	limiter := admission.New(maxInflight)
 
 	type result struct {
 		page *orderdetail.Page
@@ -140,12 +140,11 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 	results := make([]result, maxInflight)
 	var wg sync.WaitGroup
 	for i := range maxInflight {
-		tok, ok := limiter.Acquire()
-		if !ok {
+		if !limiter.TryAcquire() {
 			t.Fatalf("page %d of %d refused by admission", i+1, maxInflight)
 		}
 		wg.Go(func() {
-			defer tok.Release(admission.Succeeded)
+			defer limiter.Release()
 			ctx, cancel := context.WithTimeout(context.Background(), long+time.Second)
 			defer cancel()
 			p, err := agg.Get(ctx, fmt.Sprintf("o-%d", i+1))
@@ -156,8 +155,8 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 		<-b.full[name]
 	}
 	// Every admitted page is now calling every downstream (or was refused).
-	if tok, ok := limiter.Acquire(); ok {
-		tok.Release(admission.Succeeded)
+	if limiter.TryAcquire() {
+		limiter.Release()
 	} else {
 		overRefused = true
 	}

@@ -41,7 +41,7 @@ func ValidOrderID(id string) bool {
 type orders struct {
 	pager    Pager
 	deadline time.Duration
-	limiter  admission.Limiter
+	limiter  *admission.Limiter
 	record   func(ctx context.Context, status int, degraded bool, d time.Duration)
 	rejected func(ctx context.Context)
 }
@@ -55,16 +55,12 @@ func (h *orders) get(c echo.Context) error {
 	status, degraded := http.StatusOK, false
 	defer func() { h.record(ctx, status, degraded, time.Since(arrived)) }()
 
-	tok, admitted := h.limiter.Acquire()
-	if !admitted {
+	if !h.limiter.TryAcquire() {
 		h.rejected(ctx)
 		status = http.StatusServiceUnavailable
 		return &APIError{Status: status, Code: CodeOverloaded, Message: "too many requests in flight; retry shortly", RetryAfter: 1}
 	}
-	// Ignored unless the request runs its course: a bad id, a panic or an
-	// encoding error teaches the limiter nothing about load.
-	outcome := admission.Ignored
-	defer func() { tok.Release(outcome) }()
+	defer h.limiter.Release()
 
 	id := c.Param("id")
 	if !ValidOrderID(id) {
@@ -74,7 +70,6 @@ func (h *orders) get(c echo.Context) error {
 	ctx = downstream.WithRequestID(ctx, c.Response().Header().Get(echo.HeaderXRequestID))
 
 	page, err := h.pager.Get(ctx, id)
-	outcome = pageOutcome(c.Request().Context(), ctx, err)
 	switch {
 	case errors.Is(err, orderdetail.ErrOrderNotFound):
 		status = http.StatusNotFound
@@ -94,23 +89,6 @@ func (h *orders) get(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	}
 	return c.JSONBlob(http.StatusOK, body)
-}
-
-// pageOutcome classifies a finished page for the limiter. Missing our own
-// deadline is overload; the caller going away says nothing; an order that
-// is unavailable for a downstream reason would teach the limiter about that
-// dependency, not about this process, so it is ignored too. Every other
-// answer (200, degraded or not, and 404) is a latency sample.
-func pageOutcome(caller, ctx context.Context, err error) admission.Outcome {
-	switch {
-	case caller.Err() != nil:
-		return admission.Ignored
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return admission.Dropped
-	case err == nil, errors.Is(err, orderdetail.ErrOrderNotFound):
-		return admission.Succeeded
-	}
-	return admission.Ignored
 }
 
 // sectionHead is what every section of a page carries.

@@ -27,9 +27,9 @@ type Options struct {
 	// Deadline bounds each order-detail request, from its arrival.
 	Deadline time.Duration
 	// Limiter admits order-detail requests; nil means
-	// admission.Fixed(MaxInflight). A refused request gets an immediate 503
+	// admission.New(MaxInflight). A refused request gets an immediate 503
 	// OVERLOADED with Retry-After.
-	Limiter     admission.Limiter
+	Limiter     *admission.Limiter
 	MaxInflight int
 	// Report builds the /v1/resilience document; nil: no such route.
 	Report func() ResilienceReport
@@ -63,7 +63,7 @@ func New(o Options) *echo.Echo {
 
 	h := &orders{pager: o.Pager, deadline: o.Deadline, limiter: o.Limiter, record: o.Record, rejected: o.Rejected}
 	if h.limiter == nil {
-		h.limiter = admission.Fixed(o.MaxInflight)
+		h.limiter = admission.New(o.MaxInflight)
 	}
 	if h.record == nil {
 		h.record = func(context.Context, int, bool, time.Duration) {}

@@ -503,10 +503,8 @@ func (t *Telemetry) ObserveConnections(name string, open func() int64) error {
 	return nil
 }
 
-// ObserveAdmission reports the order-detail admission limit in force and
-// the requests holding a slot now. With --admission fixed the limit is
-// --max-inflight; with adaptive it moves, and a limit far below
-// --max-inflight means this process, not a dependency, is the bottleneck.
+// ObserveAdmission reports the order-detail admission limit in force
+// (--max-inflight) and the requests holding a slot now.
 func (t *Telemetry) ObserveAdmission(limit, inflight func() int) error {
 	l, err1 := t.meter.Int64ObservableGauge(nameAdmissionLimit, metric.WithUnit("{request}"),
 		metric.WithDescription("Order-detail requests admitted at once at most, now."))
