@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/orderagg/orderagg/internal/hostguard"
+	"github.com/orderagg/orderagg/internal/handlers"
 )
 
 // timeouts of a server against slow or idle clients.
@@ -36,15 +36,14 @@ func httpTimeouts(deadline, readHeader time.Duration) timeouts {
 // net/http allows 4 KiB of slack beyond MaxHeaderBytes.
 const maxHeaderBytes = 64<<10 - 4096
 
-// listen opens addr and returns the host guard of the address it got
-// (internal/hostguard: a loopback address serves only loopback and allowed
-// Host names).
-func listen(addr string, allowedHosts []string) (net.Listener, *hostguard.Guard, error) {
+// listen opens addr and returns the host guard of the address it got (a
+// loopback address serves only loopback and allowed Host names).
+func listen(addr string, allowedHosts []string) (net.Listener, *handlers.HostGuard, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	return ln, hostguard.New(ln.Addr(), allowedHosts), nil
+	return ln, handlers.NewHostGuard(ln.Addr(), allowedHosts), nil
 }
 
 // server is an http.Server with the goroutine that runs it: Shutdown stops

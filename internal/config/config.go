@@ -135,7 +135,7 @@ func SimFlags(s *Sim) *flag.FlagSet {
 	return fs
 }
 
-const allowedHostsHelp = "`hosts` served besides loopback ones on a loopback address, comma-separated; *: any (see internal/hostguard)"
+const allowedHostsHelp = "`hosts` served besides loopback ones on a loopback address, comma-separated; *: any (see internal/handlers/hostguard.go)"
 
 // ServeUsage writes serve's --help.
 func ServeUsage(w io.Writer) {

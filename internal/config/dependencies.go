@@ -109,27 +109,23 @@ var CacheDefaults = resilience.Config{
 	Retry:   resilience.RetryConfig{MaxAttempts: 1},
 }
 
-// SlotsPerPage is how many of the named dependency's bulkhead slots one page
-// can hold at once: one per downstream call (retries run inside it), two
-// with hedging, one cache slot per section; 0 for an unknown name.
-func (d Dependencies) SlotsPerPage(name string) int {
+// MinBulkhead is the smallest bulkhead.max_concurrent of the named
+// dependency that never refuses a call while maxInflight pages are admitted:
+// maxInflight × the slots one page holds at once (one per downstream call,
+// retries included, two with hedging; one cache slot per section); 0 for an
+// unknown name. By Little's law, when the dependency is slow but in budget
+// every admitted page holds its slots.
+func (d Dependencies) MinBulkhead(name string, maxInflight int) int {
 	dep, ok := d.Get(name)
 	switch {
 	case name == NameCache:
-		return len(downstream.Names())
+		return maxInflight * len(downstream.Names())
 	case !ok:
 		return 0
 	case dep.Hedge.Enabled:
-		return 2
+		return 2 * maxInflight
 	}
-	return 1
-}
-
-// MinBulkhead is the smallest bulkhead.max_concurrent that never refuses a
-// call while maxInflight pages are admitted (Little's law: when the
-// dependency is slow but in budget, every admitted page holds its slots).
-func (d Dependencies) MinBulkhead(name string, maxInflight int) int {
-	return maxInflight * d.SlotsPerPage(name)
+	return maxInflight
 }
 
 // Undersized is a bulkhead smaller than MinBulkhead: under load the

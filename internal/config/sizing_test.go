@@ -60,8 +60,8 @@ func TestUndersizedNamesEachShortBulkhead(t *testing.T) {
 	if key := got[1].Key(); key != "dependencies.logistics.bulkhead.max_concurrent" {
 		t.Errorf("Key() = %q", key)
 	}
-	if n := d.SlotsPerPage("payment"); n != 0 {
-		t.Errorf("SlotsPerPage of an unknown name = %d", n)
+	if n := d.MinBulkhead("payment", 10); n != 0 {
+		t.Errorf("MinBulkhead of an unknown name = %d", n)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/orderagg/orderagg/internal/hostguard"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -23,41 +22,81 @@ import (
 type Control interface {
 	// Settings returns each dependency's settings, keyed like the --config file.
 	Settings() map[string]map[string]any
-	// Patch lays body (keys of the dependency's --config section) over the
-	// dependency's settings. ErrUnknownDependency for a bad name; any other
-	// error means the body was invalid and nothing changed.
+	// Patch lays body (keys of the dependency's --config section) over its
+	// settings and returns the result. ErrUnknownDependency for a bad name;
+	// any other error means the body was invalid and nothing changed.
 	Patch(dep string, body []byte) (map[string]any, error)
 	// ForceBreaker sets or clears the operator override of dep's breaker.
 	ForceBreaker(dep string, f resilience.Force) error
 }
 
-// ErrUnknownDependency is returned by a Control for a name it does not know.
+// ErrUnknownDependency is a Control's error for a name it does not know.
 var ErrUnknownDependency = errors.New("unknown dependency")
 
 // maxAdminBody bounds an admin request body: settings are small.
 const maxAdminBody = "64K"
 
+// forces are the breaker overrides by the names the API takes.
+var forces = map[string]resilience.Force{"open": resilience.ForceOpen, "closed": resilience.ForceClosed, "none": resilience.ForceNone}
+
 // NewAdmin builds the admin API's router. Every request needs
-// "Authorization: Bearer <token>"; g, when set, checks Host and Origin
-// first (internal/hostguard).
-func NewAdmin(ctl Control, token string, g *hostguard.Guard, logger *slog.Logger) *echo.Echo {
+// "Authorization: Bearer <token>", else 401; g, when set, checks Host and
+// Origin first.
+func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *echo.Echo {
 	e := newEcho(logger, g)
 	e.Use(bearer(token), middleware.BodyLimit(maxAdminBody))
-	a := &admin{ctl: ctl, logger: logger}
-	get(e, "/admin/dependencies", a.list)
-	e.PATCH("/admin/dependencies/:dep", a.patch)
-	e.POST("/admin/dependencies/:dep/breaker", a.force)
+	get(e, "/admin/dependencies", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]any{"dependencies": ctl.Settings()})
+	})
+	e.PATCH("/admin/dependencies/:dep", func(c echo.Context) error {
+		body, err := readBody(c)
+		if err != nil {
+			return err
+		}
+		after, err := ctl.Patch(c.Param("dep"), body)
+		if err != nil {
+			return controlError(c.Param("dep"), err)
+		}
+		return c.JSON(http.StatusOK, map[string]any{"name": c.Param("dep"), "settings": after})
+	})
+	e.POST("/admin/dependencies/:dep/breaker", func(c echo.Context) error {
+		body, err := readBody(c)
+		if err != nil {
+			return err
+		}
+		var req struct {
+			Force *string `json:"force"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.Force == nil || dec.More() {
+			return badRequest(`body must be {"force":"open"|"closed"|"none"}`)
+		}
+		f, ok := forces[*req.Force]
+		if !ok {
+			return badRequest(`force must be "open", "closed" or "none"`)
+		}
+		if err := ctl.ForceBreaker(c.Param("dep"), f); err != nil {
+			return controlError(c.Param("dep"), err)
+		}
+		return c.JSON(http.StatusOK, map[string]string{"name": c.Param("dep"), "force": *req.Force})
+	})
 	return e
 }
 
 // bearer refuses, with 401 and a challenge, every request without the
-// token; a missing header and a wrong token look alike to the caller.
+// token; a missing header and a wrong token look alike to the caller. Both
+// sides are hashed before the constant-time comparison, which would
+// otherwise tell the token's length; an empty token matches nothing.
 func bearer(token string) echo.MiddlewareFunc {
-	valid := tokenCheck(token)
+	want := sha256.Sum256([]byte(token))
 	return middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
 		KeyLookup:  "header:" + echo.HeaderAuthorization,
 		AuthScheme: "Bearer",
-		Validator:  func(key string, _ echo.Context) (bool, error) { return valid(key), nil },
+		Validator: func(key string, _ echo.Context) (bool, error) {
+			got := sha256.Sum256([]byte(key))
+			return subtle.ConstantTimeCompare(got[:], want[:]) == 1 && token != "", nil
+		},
 		ErrorHandler: func(_ error, c echo.Context) error {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="orderagg-admin"`)
 			return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "a valid bearer token is required"}
@@ -65,69 +104,7 @@ func bearer(token string) echo.MiddlewareFunc {
 	})
 }
 
-// tokenCheck reports whether a presented token is token. Both sides are
-// hashed first, so the constant-time comparison always weighs 32 bytes
-// against 32: subtle.ConstantTimeCompare returns at once on a length
-// mismatch, which would tell a caller the token's length. An empty token
-// matches nothing.
-func tokenCheck(token string) func(string) bool {
-	want := sha256.Sum256([]byte(token))
-	return func(got string) bool {
-		sum := sha256.Sum256([]byte(got))
-		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1 && token != ""
-	}
-}
-
-type admin struct {
-	ctl    Control
-	logger *slog.Logger
-}
-
-func (a *admin) list(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{"dependencies": a.ctl.Settings()})
-}
-
-func (a *admin) patch(c echo.Context) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	dep := c.Param("dep")
-	after, err := a.ctl.Patch(dep, body)
-	if err != nil {
-		return a.controlError(dep, err)
-	}
-	return c.JSON(http.StatusOK, map[string]any{"name": dep, "settings": after})
-}
-
-// forces are the breaker overrides by the names the API takes.
-var forces = map[string]resilience.Force{"open": resilience.ForceOpen, "closed": resilience.ForceClosed, "none": resilience.ForceNone}
-
-func (a *admin) force(c echo.Context) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	var req struct {
-		Force *string `json:"force"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Force == nil || dec.More() {
-		return badRequest(`body must be {"force":"open"|"closed"|"none"}`)
-	}
-	f, ok := forces[*req.Force]
-	if !ok {
-		return badRequest(`force must be "open", "closed" or "none"`)
-	}
-	dep := c.Param("dep")
-	if err := a.ctl.ForceBreaker(dep, f); err != nil {
-		return a.controlError(dep, err)
-	}
-	return c.JSON(http.StatusOK, map[string]string{"name": dep, "force": *req.Force})
-}
-
-func (a *admin) controlError(dep string, err error) error {
+func controlError(dep string, err error) error {
 	if errors.Is(err, ErrUnknownDependency) {
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "unknown dependency " + strconv.Quote(dep)}
 	}

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
@@ -38,29 +36,26 @@ func ValidOrderID(id string) bool {
 }
 
 // orders serves GET /v1/orders/{id}.
-type orders struct {
-	pager    Pager
-	deadline time.Duration
-	limiter  *admission.Limiter
-	record   func(ctx context.Context, status int, degraded bool, d time.Duration)
-	rejected func(ctx context.Context)
-}
+type orders struct{ Options }
 
 func (h *orders) get(c echo.Context) error {
 	arrived := time.Now()
-	// The deadline runs from arrival, so whatever happens below, the answer
+	// The deadline runs from arrival: whatever happens below, the answer
 	// leaves within it.
-	ctx, cancel := context.WithDeadline(c.Request().Context(), arrived.Add(h.deadline))
+	ctx, cancel := context.WithDeadline(c.Request().Context(), arrived.Add(h.Deadline))
 	defer cancel()
 	status, degraded := http.StatusOK, false
-	defer func() { h.record(ctx, status, degraded, time.Since(arrived)) }()
-
-	if !h.limiter.TryAcquire() {
-		h.rejected(ctx)
-		status = http.StatusServiceUnavailable
-		return &APIError{Status: status, Code: CodeOverloaded, Message: "too many requests in flight; retry shortly", RetryAfter: 1}
+	if h.Record != nil {
+		defer func() { h.Record(ctx, status, degraded, time.Since(arrived)) }()
 	}
-	defer h.limiter.Release()
+	if !h.Limiter.TryAcquire() {
+		if h.Rejected != nil {
+			h.Rejected(ctx)
+		}
+		status = http.StatusServiceUnavailable
+		return &APIError{status, CodeOverloaded, "too many requests in flight; retry shortly", 1}
+	}
+	defer h.Limiter.Release()
 
 	id := c.Param("id")
 	if !ValidOrderID(id) {
@@ -68,81 +63,58 @@ func (h *orders) get(c echo.Context) error {
 		return &APIError{Status: status, Code: CodeInvalidOrderID, Message: "order id must match ^[A-Za-z0-9_-]{1,64}$"}
 	}
 	ctx = downstream.WithRequestID(ctx, c.Response().Header().Get(echo.HeaderXRequestID))
-
-	page, err := h.pager.Get(ctx, id)
+	page, err := h.Pager.Get(ctx, id)
 	switch {
 	case errors.Is(err, orderdetail.ErrOrderNotFound):
 		status = http.StatusNotFound
 		return &APIError{Status: status, Code: CodeOrderNotFound, Message: "order " + id + " does not exist"}
 	case err != nil:
 		status = http.StatusServiceUnavailable
-		return &APIError{Status: status, Code: CodeOrderUnavailable, Message: "the order service is unavailable and no recent copy of this order is cached", RetryAfter: 1}
+		return &APIError{status, CodeOrderUnavailable, "the order service is unavailable and no recent copy of this order is cached", 1}
 	}
 	body, err := encodePage(page)
 	if err != nil {
 		status = http.StatusInternalServerError
 		return err
 	}
-	degraded = page.Degraded
-	if degraded {
-		// A partial page must not be kept by any cache between us and the user.
+	if degraded = page.Degraded; degraded {
+		// No cache between us and the user may keep a partial page.
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	}
 	return c.JSONBlob(http.StatusOK, body)
 }
 
-// sectionHead is what every section of a page carries.
-type sectionHead struct {
-	Source   orderdetail.Source `json:"source"`
-	Degraded bool               `json:"degraded"`
-	Reason   orderdetail.Reason `json:"reason,omitempty"`
-	AsOf     *time.Time         `json:"as_of,omitempty"`
-}
-
 // encodePage is the contract's page document: order_id and degraded, then
-// one object per section under its name, in page order. A section holds its
-// sectionHead, then its body's fields, or its body under BodyKey when that
-// is set ("data" for the order).
+// one object per section under its name, holding source, degraded, reason
+// and as_of beside its body's fields, or beside its body under BodyKey when
+// that is set ("data" for the order).
 func encodePage(p *orderdetail.Page) ([]byte, error) {
-	top, err := json.Marshal(struct {
-		OrderID  string `json:"order_id"`
-		Degraded bool   `json:"degraded"`
-	}{p.OrderID, p.Degraded})
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	buf.Write(top[:len(top)-1]) // without its closing brace
+	doc := make(map[string]any, 2+len(p.Sections))
+	doc["order_id"], doc["degraded"] = p.OrderID, p.Degraded
 	for _, s := range p.Sections {
-		head := sectionHead{Source: s.Source, Degraded: s.Degraded, Reason: s.Reason}
+		section := map[string]any{s.BodyKey: s.Body}
+		if s.BodyKey == "" {
+			var fields map[string]json.RawMessage
+			raw, err := json.Marshal(s.Body)
+			if err == nil {
+				err = json.Unmarshal(raw, &fields)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
+			}
+			section = make(map[string]any, len(fields)+4)
+			for k, v := range fields {
+				section[k] = v
+			}
+		}
+		section["source"], section["degraded"] = s.Source, s.Degraded
+		if s.Reason != "" {
+			section["reason"] = s.Reason
+		}
 		if !s.AsOf.IsZero() {
-			asOf := s.AsOf.UTC()
-			head.AsOf = &asOf
+			section["as_of"] = s.AsOf.UTC()
 		}
-		var body any = s.Body
-		if s.BodyKey != "" {
-			body = map[string]any{s.BodyKey: s.Body}
-		}
-		name, nerr := json.Marshal(s.Name)
-		h, herr := json.Marshal(head)
-		b, berr := json.Marshal(body)
-		if err := errors.Join(nerr, herr, berr); err != nil {
-			return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
-		}
-		buf.WriteByte(',')
-		buf.Write(name)
-		buf.WriteByte(':')
-		buf.Write(joinObjects(h, b))
+		doc[s.Name] = section
 	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
-
-// joinObjects returns the JSON object with a's members, then b's; a and b
-// are objects as json.Marshal writes them.
-func joinObjects(a, b []byte) []byte {
-	if len(b) <= 2 { // {}
-		return a
-	}
-	return append(append(a[:len(a)-1], ','), b[1:]...)
+	return json.Marshal(doc)
 }

@@ -1,16 +1,13 @@
 package handlers
 
-// The resilience guards' state as the JSON document of GET /v1/resilience
-// (contract §2), which the dashboard streams too: it lives here, with the
-// contract's other documents, and the dashboard imports it.
-
 import (
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// ResilienceReport is the /v1/resilience document.
+// ResilienceReport is the /v1/resilience document, which the dashboard
+// streams too.
 type ResilienceReport struct {
 	GeneratedAt  time.Time     `json:"generated_at"`
 	DeadlineMS   int64         `json:"deadline_ms"`
@@ -18,29 +15,27 @@ type ResilienceReport struct {
 }
 
 // GuardReport is one dependency's guard state (a resilience.Snapshot) in
-// the contract's units.
+// the contract's units. Breaker is CLOSED, OPEN, HALF_OPEN, FORCED_OPEN or
+// FORCED_CLOSED; Counts are per event name over the rolling window;
+// LatencyMS covers every attempt that reached the dependency. TimeoutMS is
+// the sub-budget in force: with TimeoutMode "auto" the value learnt so far,
+// between TimeoutMinMS and TimeoutMaxMS (null when "fixed").
+// RecommendedTimeoutMS, from successful calls only in whole milliseconds,
+// is null while the window holds too few to judge.
 type GuardReport struct {
-	Name string `json:"name"`
-	// Breaker is CLOSED, OPEN, HALF_OPEN, FORCED_OPEN or FORCED_CLOSED.
-	Breaker string `json:"breaker"`
-	// Counts per event name over the rolling window.
-	Counts       map[string]int64 `json:"counts"`
-	ErrorPercent float64          `json:"error_percent"`
-	// LatencyMS covers every attempt that reached the dependency.
-	LatencyMS GuardLatency  `json:"latency_ms"`
-	Bulkhead  GuardBulkhead `json:"bulkhead"`
-	// TimeoutMS is the sub-budget in force; with TimeoutMode "auto" the
-	// value learnt so far, between TimeoutMinMS and TimeoutMaxMS (null when
-	// "fixed").
-	TimeoutMS    float64  `json:"timeout_ms"`
-	TimeoutMode  string   `json:"timeout_mode"`
-	TimeoutMinMS *float64 `json:"timeout_min_ms"`
-	TimeoutMaxMS *float64 `json:"timeout_max_ms"`
-	// RecommendedTimeoutMS comes from successful calls only, in whole
-	// milliseconds; null while the window holds too few to judge.
-	RecommendedTimeoutMS *float64 `json:"recommended_timeout_ms"`
-	WindowMS             int64    `json:"window_ms"`
-	Warnings             []string `json:"warnings"`
+	Name                 string           `json:"name"`
+	Breaker              string           `json:"breaker"`
+	Counts               map[string]int64 `json:"counts"`
+	ErrorPercent         float64          `json:"error_percent"`
+	LatencyMS            GuardLatency     `json:"latency_ms"`
+	Bulkhead             GuardBulkhead    `json:"bulkhead"`
+	TimeoutMS            float64          `json:"timeout_ms"`
+	TimeoutMode          string           `json:"timeout_mode"`
+	TimeoutMinMS         *float64         `json:"timeout_min_ms"`
+	TimeoutMaxMS         *float64         `json:"timeout_max_ms"`
+	RecommendedTimeoutMS *float64         `json:"recommended_timeout_ms"`
+	WindowMS             int64            `json:"window_ms"`
+	Warnings             []string         `json:"warnings"`
 }
 
 // GuardLatency is a guard's latency percentiles in milliseconds over the
@@ -60,38 +55,31 @@ type GuardBulkhead struct {
 	Queued   int64 `json:"queued"`
 }
 
-// NewResilienceReport reads every guard. deadline is the whole request's
-// budget.
+// NewResilienceReport reads every guard, in the order given. deadline is
+// the whole request's budget.
 func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resilience.Guard) ResilienceReport {
 	r := ResilienceReport{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: make([]GuardReport, 0, len(guards))}
 	for _, g := range guards {
 		s := g.Snapshot(deadline)
-		warnings := s.Warnings
-		if warnings == nil {
-			warnings = []string{}
-		}
-		mode, lo, hi := "fixed", (*float64)(nil), (*float64)(nil)
-		if s.AutoTimeout {
-			mode, lo, hi = "auto", ptr(ms(s.TimeoutMin)), ptr(ms(s.TimeoutMax))
-		}
-		r.Dependencies = append(r.Dependencies, GuardReport{
+		d := GuardReport{
 			Name:         s.Name,
 			Breaker:      s.Breaker.String(),
 			Counts:       s.Counts,
 			ErrorPercent: s.ErrorPercent,
-			LatencyMS: GuardLatency{
-				P50: ms(s.Latency.P50), P90: ms(s.Latency.P90), P99: ms(s.Latency.P99), P999: ms(s.Latency.P999),
-				Count: s.Latency.Count,
-			},
-			Bulkhead:             GuardBulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
-			TimeoutMS:            ms(s.Timeout),
-			TimeoutMode:          mode,
-			TimeoutMinMS:         lo,
-			TimeoutMaxMS:         hi,
-			RecommendedTimeoutMS: recommended(s),
-			WindowMS:             g.Config().Breaker.Window.Milliseconds(),
-			Warnings:             warnings,
-		})
+			LatencyMS:    GuardLatency{ms(s.Latency.P50), ms(s.Latency.P90), ms(s.Latency.P99), ms(s.Latency.P999), s.Latency.Count},
+			Bulkhead:     GuardBulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
+			TimeoutMS:    ms(s.Timeout),
+			TimeoutMode:  "fixed",
+			WindowMS:     g.Config().Breaker.Window.Milliseconds(),
+			Warnings:     append([]string{}, s.Warnings...),
+		}
+		if s.AutoTimeout {
+			d.TimeoutMode, d.TimeoutMinMS, d.TimeoutMaxMS = "auto", ptr(ms(s.TimeoutMin)), ptr(ms(s.TimeoutMax))
+		}
+		if s.Recommended {
+			d.RecommendedTimeoutMS = ptr(float64(s.RecommendedTimeout.Milliseconds()))
+		}
+		r.Dependencies = append(r.Dependencies, d)
 	}
 	return r
 }
@@ -99,13 +87,3 @@ func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resili
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func ptr(v float64) *float64 { return &v }
-
-// recommended is the advice in whole milliseconds, or nil (JSON null)
-// while there is none.
-func recommended(s resilience.Snapshot) *float64 {
-	if !s.Recommended {
-		return nil
-	}
-	v := float64(s.RecommendedTimeout.Milliseconds())
-	return &v
-}

@@ -1,20 +1,24 @@
 // Package handlers is orderagg's HTTP edge: the public API's and the admin
-// API's routes, and ErrorHandler, the one place where errors become
-// statuses. A handler decodes, calls, and encodes.
+// API's routes, the Host and Origin checks every listener applies, and
+// ErrorHandler, the one place where errors become statuses. Every status
+// >= 400 a handler or the router writes is the contract's JSON error
+// document. A handler decodes, calls, and encodes.
 package handlers
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/orderagg/orderagg/internal/admission"
-	"github.com/orderagg/orderagg/internal/hostguard"
 )
 
 // MaxURLBytes is the longest request URI served; longer ones get 414.
@@ -26,26 +30,24 @@ type Options struct {
 	Pager Pager
 	// Deadline bounds each order-detail request, from its arrival.
 	Deadline time.Duration
-	// Limiter admits order-detail requests; nil means
-	// admission.New(MaxInflight). A refused request gets an immediate 503
-	// OVERLOADED with Retry-After.
+	// Limiter admits order-detail requests; nil: admission.New(MaxInflight).
+	// A refused request gets an immediate 503 OVERLOADED with Retry-After.
 	Limiter     *admission.Limiter
 	MaxInflight int
 	// Report builds the /v1/resilience document; nil: no such route.
 	Report func() ResilienceReport
-	// Metrics serves /metrics, Dashboard /dashboard and below; nil: no
-	// such routes.
+	// Metrics serves /metrics, Dashboard /dashboard and below; nil: no such routes.
 	Metrics, Dashboard http.Handler
 	// Ready reports readiness for /readyz; nil: always ready.
 	Ready func() bool
-	// Guard checks Host and Origin (internal/hostguard); nil serves all.
-	Guard  *hostguard.Guard
+	// Guard checks Host and Origin; nil serves all.
+	Guard  *HostGuard
 	Logger *slog.Logger
 	// Record hears every order-detail outcome, Rejected every request
-	// refused at admission (telemetry); either may be nil.
+	// refused at admission; either may be nil.
 	Record   func(ctx context.Context, status int, degraded bool, d time.Duration)
 	Rejected func(ctx context.Context)
-	// Middleware runs after the request id and the host check, around the
+	// Middleware runs inside the request id and the host check, around the
 	// handlers (telemetry's server span).
 	Middleware []echo.MiddlewareFunc
 }
@@ -60,22 +62,15 @@ func New(o Options) *echo.Echo {
 	e.Use(limitURL)
 	e.Use(o.Middleware...)
 	e.Use(recovery(o.Logger, true))
-
-	h := &orders{pager: o.Pager, deadline: o.Deadline, limiter: o.Limiter, record: o.Record, rejected: o.Rejected}
-	if h.limiter == nil {
-		h.limiter = admission.New(o.MaxInflight)
-	}
-	if h.record == nil {
-		h.record = func(context.Context, int, bool, time.Duration) {}
-	}
-	if h.rejected == nil {
-		h.rejected = func(context.Context) {}
+	h := &orders{Options: o}
+	if h.Limiter == nil {
+		h.Limiter = admission.New(o.MaxInflight)
 	}
 	get(e, "/v1/orders/:id", h.get)
 	get(e, "/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	get(e, "/readyz", func(c echo.Context) error {
 		if o.Ready != nil && !o.Ready() {
-			return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "starting or draining; not taking traffic", RetryAfter: 1}
+			return &APIError{http.StatusServiceUnavailable, CodeNotReady, "starting or draining; not taking traffic", 1}
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
@@ -89,16 +84,15 @@ func New(o Options) *echo.Echo {
 		get(e, "/metrics", echo.WrapHandler(o.Metrics))
 	}
 	if o.Dashboard != nil {
-		d := echo.WrapHandler(o.Dashboard)
-		e.Any("/dashboard", d)
-		e.Any("/dashboard/*", d)
+		e.Any("/dashboard", echo.WrapHandler(o.Dashboard))
+		e.Any("/dashboard/*", echo.WrapHandler(o.Dashboard))
 	}
 	return e
 }
 
-// newEcho is a router with the middleware every listener has: recovery,
-// request id and, when g is set, the host check.
-func newEcho(logger *slog.Logger, g *hostguard.Guard) *echo.Echo {
+// newEcho is a router with what every listener has: the JSON error
+// handler, recovery, request id and, when g is set, the host check.
+func newEcho(logger *slog.Logger, g *HostGuard) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = ErrorHandler(logger)
@@ -109,36 +103,27 @@ func newEcho(logger *slog.Logger, g *hostguard.Guard) *echo.Echo {
 	return e
 }
 
-// get routes GET and HEAD to h: the contract answers HEAD wherever it
-// answers GET, and net/http drops the body of a HEAD answer by itself.
+// get routes GET and HEAD to h: net/http drops the body of a HEAD answer.
 func get(e *echo.Echo, path string, h echo.HandlerFunc) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, path, h)
 }
 
-// requestID keeps the caller's X-Request-Id when it is a sane token (1–128
-// printable ASCII bytes) and makes one otherwise, so every answer and log
-// line can be tied together.
+// requestID keeps the caller's X-Request-Id when it is 1–128 printable
+// ASCII bytes and makes one otherwise, so every answer and log line can be
+// tied together.
 func requestID() echo.MiddlewareFunc {
 	return middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: rand.Text,
 		RequestIDHandler: func(c echo.Context, id string) {
-			if !saneRequestID(id) {
+			sane := id != "" && len(id) <= 128
+			for i := 0; sane && i < len(id); i++ {
+				sane = id[i] > 0x20 && id[i] < 0x7f
+			}
+			if !sane {
 				c.Response().Header().Set(echo.HeaderXRequestID, rand.Text())
 			}
 		},
 	})
-}
-
-func saneRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := range len(id) {
-		if c := id[i]; c < 0x21 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 func limitURL(next echo.HandlerFunc) echo.HandlerFunc {
@@ -150,14 +135,13 @@ func limitURL(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// errPanicked is the answer to a recovered panic. It is logged, with the
-// stack, where it is recovered, so the error handler does not log it again.
+// errPanicked is the answer to a recovered panic, logged where it is
+// recovered (with the stack), so ErrorHandler does not log it again.
 var errPanicked = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
 
 // recovery turns a panic below it into a 500, logged at ERROR with the
-// panicking goroutine's stack, so one bad request cannot take the process
-// down. passUp returns the error to the middleware above instead of
-// answering at once.
+// panicking goroutine's stack. passUp returns the error to the middleware
+// above instead of answering at once.
 func recovery(logger *slog.Logger, passUp bool) echo.MiddlewareFunc {
 	return middleware.RecoverWithConfig(middleware.RecoverConfig{
 		StackSize:           16 << 10,
@@ -171,4 +155,110 @@ func recovery(logger *slog.Logger, passUp bool) echo.MiddlewareFunc {
 			return errPanicked
 		},
 	})
+}
+
+// Error codes of the contract's JSON errors.
+const (
+	CodeInvalidOrderID   = "INVALID_ORDER_ID"
+	CodeOrderNotFound    = "ORDER_NOT_FOUND"
+	CodeOrderUnavailable = "ORDER_UNAVAILABLE"
+	CodeOverloaded       = "OVERLOADED"
+	CodeNotReady         = "NOT_READY"
+	CodeTooLarge         = "PAYLOAD_TOO_LARGE"
+	CodeNotFound         = "NOT_FOUND"
+	CodeMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	CodeURITooLong       = "URI_TOO_LONG"
+	CodeBadRequest       = "BAD_REQUEST"
+	CodeUnauthorized     = "UNAUTHORIZED"
+	CodeInternal         = "INTERNAL"
+)
+
+// APIError is an error a handler answers with: a status, the contract's
+// code, a message safe to show, and a Retry-After in seconds when above 0.
+type APIError struct {
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter int
+}
+
+func (e *APIError) Error() string { return e.Code + ": " + e.Message }
+
+// ErrorBody is the contract's error document, {"error":{"code":…,"message":…}}.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// WriteError answers with status and the contract's JSON error, for plain
+// net/http handlers (the dashboard, the host check).
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	WriteJSON(w, status, b)
+}
+
+// WriteJSON answers with status and v as JSON; a value that cannot be
+// encoded becomes a 500 error document instead, never half a body.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"`+CodeInternal+`","message":"encoding failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// echoCodes names echo's own errors (unknown route, wrong method, …) in the
+// contract's codes; any other is BAD_REQUEST below 500, INTERNAL above.
+var echoCodes = map[int]string{
+	http.StatusNotFound:              CodeNotFound,
+	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
+	http.StatusRequestURITooLong:     CodeURITooLong,
+	http.StatusRequestEntityTooLarge: CodeTooLarge,
+	http.StatusUnauthorized:          CodeUnauthorized,
+	http.StatusServiceUnavailable:    CodeOverloaded,
+}
+
+// ErrorHandler renders every error as the contract's JSON: an *APIError as
+// it says, echo's own errors with their status, and anything else as a
+// logged, bare 500, so internals never leak.
+func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var apiErr *APIError
+		var he *echo.HTTPError
+		switch {
+		case errors.As(err, &apiErr):
+		case errors.As(err, &he):
+			code, ok := echoCodes[he.Code]
+			if !ok && he.Code >= 500 {
+				code = CodeInternal
+			} else if !ok {
+				code = CodeBadRequest
+			}
+			apiErr = &APIError{Status: he.Code, Code: code, Message: http.StatusText(he.Code)}
+		default:
+			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
+			apiErr = errPanicked // the same bare 500
+		}
+		if apiErr.RetryAfter > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
+		}
+		var body ErrorBody
+		body.Error.Code, body.Error.Message = apiErr.Code, apiErr.Message
+		if c.Request().Method == http.MethodHead {
+			err = c.NoContent(apiErr.Status)
+		} else {
+			err = c.JSON(apiErr.Status, body)
+		}
+		if err != nil {
+			logger.DebugContext(c.Request().Context(), "writing error response", "err", err)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package hostguard
+package handlers
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ var (
 )
 
 // do sends a request through g to a handler that counts what reaches it.
-func do(t *testing.T, g *Guard, method, host string, header map[string]string) (int, string, bool) {
+func do(t *testing.T, g *HostGuard, method, host string, header map[string]string) (int, string, bool) {
 	t.Helper()
 	reached := false
 	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached = true }))
@@ -41,11 +41,11 @@ func do(t *testing.T, g *Guard, method, host string, header map[string]string) (
 // a loopback listener, and must change nothing.
 func TestLoopbackListenerRefusesOtherHosts(t *testing.T) {
 	for _, addr := range []net.Addr{loopback, &net.TCPAddr{IP: net.IPv6loopback, Port: 8080}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}} {
-		refusesOtherHosts(t, New(addr, nil))
+		refusesOtherHosts(t, NewHostGuard(addr, nil))
 	}
 }
 
-func refusesOtherHosts(t *testing.T, g *Guard) {
+func refusesOtherHosts(t *testing.T, g *HostGuard) {
 	t.Helper()
 	for _, host := range []string{"evil.example:8080", "evil.example", "127.0.0.1.evil.example:8080", "10.0.0.1:8080", ""} {
 		for _, method := range []string{http.MethodPut, http.MethodGet} {
@@ -58,21 +58,21 @@ func refusesOtherHosts(t *testing.T, g *Guard) {
 }
 
 func TestLoopbackAndAllowedHostsPass(t *testing.T) {
-	g := New(loopback, []string{"Orders.Example", "dash.example:9999"})
+	g := NewHostGuard(loopback, []string{"Orders.Example", "dash.example:9999"})
 	for _, host := range []string{"localhost", "localhost:8080", "LOCALHOST:1", "127.0.0.1:8080", "127.0.0.1", "[::1]:8080", "[::1]",
 		"orders.example:8080", "orders.example.", "dash.example"} {
 		if code, _, reached := do(t, g, http.MethodPut, host, nil); code != http.StatusOK || !reached {
 			t.Errorf("Host %q: %d, reached %v; want served", host, code, reached)
 		}
 	}
-	if code, _, _ := do(t, New(loopback, []string{"*"}), http.MethodPut, "evil.example:8080", nil); code != http.StatusOK {
+	if code, _, _ := do(t, NewHostGuard(loopback, []string{"*"}), http.MethodPut, "evil.example:8080", nil); code != http.StatusOK {
 		t.Errorf("--allowed-hosts '*': %d, want any host served", code)
 	}
 }
 
 func TestOtherListenersServeAnyHost(t *testing.T) {
 	for _, addr := range []net.Addr{anyAddr, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 80}} {
-		if code, _, reached := do(t, New(addr, nil), http.MethodPut, "evil.example:8080", nil); code != http.StatusOK || !reached {
+		if code, _, reached := do(t, NewHostGuard(addr, nil), http.MethodPut, "evil.example:8080", nil); code != http.StatusOK || !reached {
 			t.Errorf("listener %v, Host evil.example: %d; want served", addr, code)
 		}
 	}
@@ -82,7 +82,7 @@ func TestOtherListenersServeAnyHost(t *testing.T) {
 // reads are not, and loopback or allowed origins pass.
 func TestCrossSiteStateChangesAreRefused(t *testing.T) {
 	for _, addr := range []net.Addr{loopback, anyAddr} {
-		g := New(addr, []string{"dash.example"})
+		g := NewHostGuard(addr, []string{"dash.example"})
 		for _, tc := range []struct {
 			method string
 			header map[string]string

@@ -1,7 +1,16 @@
-// Package hostguard keeps a web page on someone else's site from driving a
-// process through its operator's browser (DNS rebinding, cross-site forms).
+package handlers
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// HostGuard keeps a web page on someone else's site from driving a process
+// through its operator's browser (DNS rebinding, cross-site forms).
 //
-// A Guard is built for one listener. On a loopback listener it serves only
+// A HostGuard is built for one listener. On a loopback listener it serves only
 // loopback Host names (localhost, 127.0.0.1, [::1], any port) and the
 // allowed ones; any other Host is answered 421. On any other listener every
 // Host is served: an ingress or a load balancer decides there. On every
@@ -9,29 +18,18 @@
 // GET, HEAD and OPTIONS) is refused with 403 when its Origin names a host
 // that is neither loopback nor allowed, or, without an Origin, when
 // Sec-Fetch-Site says cross-site.
-package hostguard
-
-import (
-	"encoding/json"
-	"net"
-	"net/http"
-	"net/url"
-	"strings"
-)
-
-// Guard decides which requests a listener serves. The zero Guard serves
-// everything. A Guard is safe for concurrent use.
-type Guard struct {
+// The zero HostGuard serves everything; it is safe for concurrent use.
+type HostGuard struct {
 	loopbackOnly bool
 	anyHost      bool
 	allowed      map[string]bool // lower-case host names, without port
 }
 
-// New returns the Guard of a listener bound to listen. allowed are extra
+// NewHostGuard returns the HostGuard of a listener bound to listen. allowed are extra
 // host names served (case-insensitive; a port given is ignored); "*" allows
 // any host.
-func New(listen net.Addr, allowed []string) *Guard {
-	g := &Guard{allowed: map[string]bool{}}
+func NewHostGuard(listen net.Addr, allowed []string) *HostGuard {
+	g := &HostGuard{allowed: map[string]bool{}}
 	if tcp, ok := listen.(*net.TCPAddr); ok {
 		g.loopbackOnly = tcp.IP.IsLoopback()
 	}
@@ -46,18 +44,18 @@ func New(listen net.Addr, allowed []string) *Guard {
 	return g
 }
 
-// Wrap serves next the requests the Guard lets through and answers the
+// Wrap serves next the requests the guard lets through and answers the
 // others itself, with the JSON error document {"error":{"code","message"}}:
 // 421 MISDIRECTED_REQUEST for a Host not served, 403 CROSS_ORIGIN for a
 // state-changing request from another site.
-func (g *Guard) Wrap(next http.Handler) http.Handler {
+func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case g.loopbackOnly && !g.trusted(hostOnly(r.Host)):
-			refuse(w, http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST",
+			WriteError(w, http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST",
 				"this server answers only to loopback host names and --allowed-hosts")
 		case changesState(r.Method) && !g.sameSite(r):
-			refuse(w, http.StatusForbidden, "CROSS_ORIGIN",
+			WriteError(w, http.StatusForbidden, "CROSS_ORIGIN",
 				"a state-changing request from another site is refused; add its host to --allowed-hosts")
 		default:
 			next.ServeHTTP(w, r)
@@ -67,7 +65,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 
 // sameSite reports whether a request comes from a loopback or allowed
 // origin, or names no other site.
-func (g *Guard) sameSite(r *http.Request) bool {
+func (g *HostGuard) sameSite(r *http.Request) bool {
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		return err == nil && g.trusted(normalize(u.Hostname()))
@@ -77,7 +75,7 @@ func (g *Guard) sameSite(r *http.Request) bool {
 
 // trusted reports whether host (normalized, without port) is loopback or
 // allowed.
-func (g *Guard) trusted(host string) bool {
+func (g *HostGuard) trusted(host string) bool {
 	if host == "localhost" || g.anyHost || g.allowed[host] {
 		return true
 	}
@@ -99,17 +97,4 @@ func hostOnly(hostport string) string {
 
 func normalize(host string) string {
 	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
-}
-
-func refuse(w http.ResponseWriter, status int, code, msg string) {
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	body.Error.Code, body.Error.Message = code, msg
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
 }
