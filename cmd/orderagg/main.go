@@ -68,12 +68,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		var cfg config.Serve
-		if cfg, err = config.ParseServe(args); errors.Is(err, flag.ErrHelp) {
-			config.ServeUsage(stdout)
-			return 0
-		} else if err == nil {
-			// One pending reload at most: signals that arrive meanwhile
-			// are dropped, as they would ask for the same thing.
+		if cfg, err = config.ParseServe(args); err == nil {
+			// One pending reload at most: signals that arrive meanwhile ask
+			// for the same thing.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
@@ -81,10 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "sim":
 		var cfg config.Sim
-		if cfg, err = config.ParseSim(args); errors.Is(err, flag.ErrHelp) {
-			config.SimUsage(stdout)
-			return 0
-		} else if err == nil {
+		if cfg, err = config.ParseSim(args); err == nil {
 			err = app.RunSim(ctx, cfg, app.Env{Stderr: stderr})
 		}
 	case "healthcheck":
@@ -99,7 +93,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "orderagg: unknown command %q\n%s", cmd, usage)
 		return 2
 	}
-	if err == nil {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		map[string]func(io.Writer){"serve": config.ServeUsage, "sim": config.SimUsage}[cmd](stdout)
 		return 0
 	}
 	fmt.Fprintf(stderr, "orderagg %s: %v\n", cmd, err)

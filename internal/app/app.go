@@ -15,25 +15,17 @@ import (
 	"github.com/orderagg/orderagg/internal/telemetry"
 )
 
-// Env is what a program gets from its surroundings. Zero fields mean: logs
-// to os.Stderr, no reloads, nobody told, the OTEL_TRACES_EXPORTER exporter,
-// and a character-device check for a terminal.
+// Env is what a program gets from its surroundings. Every field may be
+// left zero: logs go to os.Stderr, no reloads come, nobody is told, spans
+// go to the exporter OTEL_TRACES_EXPORTER names, and a character device
+// counts as a terminal.
 type Env struct {
-	// Stderr receives the structured logs (JSON lines).
-	Stderr io.Writer
-	// Reload delivers config reload requests (SIGHUP in main).
-	Reload <-chan os.Signal
-	// OnReady is told the bound addresses once serving.
-	OnReady func(Addrs)
-	// Version is the build's version, reported as service.version.
-	Version string
-	// IsTerminal reports whether w is a terminal. In demo mode a terminal
-	// Stderr also gets the fault commands as plain lines that paste into a
-	// shell.
-	IsTerminal func(w io.Writer) bool
-	// SpanExporter receives every span in place of the exporter
-	// OTEL_TRACES_EXPORTER names.
-	SpanExporter sdktrace.SpanExporter
+	Stderr       io.Writer             // the structured logs, JSON lines
+	Reload       <-chan os.Signal      // config reload requests (SIGHUP in main)
+	OnReady      func(Addrs)           // told the bound addresses once serving
+	Version      string                // the build's version, as service.version
+	IsTerminal   func(io.Writer) bool  // a terminal Stderr also gets the demo's fault commands as plain lines
+	SpanExporter sdktrace.SpanExporter // every span, in place of OTEL_TRACES_EXPORTER's
 }
 
 // Addrs are the addresses a running program listens on.
@@ -48,16 +40,12 @@ type Addrs struct {
 // where log collectors read, are not.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
 	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// newLogger writes JSON lines to w (os.Stderr when nil), each carrying
-// the trace and span ids of its context when there are any, and durations
-// as "1.5s" rather than nanoseconds.
+// newLogger writes JSON lines to w (os.Stderr when nil), each carrying the
+// trace and span ids of its context, and durations as "1.5s".
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	if w == nil {
 		w = os.Stderr

@@ -12,22 +12,19 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// control holds the per-dependency settings in force and applies changes —
-// admin PATCHes, breaker overrides, SIGHUP reloads — to the live guards and
-// sections. Changes are serialised by mu; each guard swaps its settings
-// atomically, so calls in flight finish under the settings they began with.
+// control holds the per-dependency settings in force and applies changes
+// (admin PATCHes, breaker overrides, SIGHUP reloads) to the live guards and
+// sections, serialised by mu. Each guard swaps its settings atomically, so
+// calls in flight finish under the settings they began with.
 type control struct {
 	mu   sync.Mutex
 	deps config.Dependencies
-	// loaded are the settings of the last start-up or reload, before any
-	// admin PATCH: what differs from them in deps came from the admin API,
-	// and a reload that changes it undoes an operator's change. Zero until
-	// the first PATCH (deps is then the same).
-	loaded config.Dependencies
-	bounds config.Bounds
-	// maxInflight is --max-inflight: a bulkhead below what it admits is
-	// warned about whenever settings are put in force.
-	maxInflight int
+	// loaded are the settings of the last load, kept from the first admin
+	// PATCH on (zero before): a reload that changes what differs from them
+	// undoes an operator's change.
+	loaded      config.Dependencies
+	bounds      config.Bounds
+	maxInflight int // a bulkhead below what it admits is warned about
 	guards      map[string]*resilience.Guard
 	downstreams map[string]*orderdetail.Downstream // by dependency name; not for "cache"
 	logger      *slog.Logger
@@ -71,11 +68,10 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	return after.Settings(), nil
 }
 
-// warnUndersized logs every bulkhead in force that is smaller than what
-// --max-inflight admits (config.Dependencies.Undersized), for the named
-// dependency or, with "", for all. A warning, not a refusal: an operator may
-// mean to cap a fragile dependency, but should know that its section will
-// degrade with REJECTED under load while admission still lets pages in.
+// warnUndersized logs every bulkhead in force smaller than what
+// --max-inflight admits, for the named dependency or, with "", for all: an
+// operator may mean to cap a fragile dependency, but should know that its
+// section degrades with REJECTED under load.
 func (c *control) warnUndersized(only string) {
 	for _, u := range c.deps.Undersized(c.maxInflight) {
 		if only == "" || only == u.Dependency {
@@ -86,11 +82,10 @@ func (c *control) warnUndersized(only string) {
 	}
 }
 
-// Reload puts a whole new set of settings in force (SIGHUP). Nothing changes
-// unless every dependency's settings are valid. It logs only the settings
-// that change, one line per dependency, and warns, naming each key, where the
-// reload undoes a change made through the admin API since the last load.
-// It returns how many settings changed.
+// Reload puts a whole new set of settings in force, or none of it if any is
+// invalid, and returns how many settings changed. It logs the changes, one
+// line per dependency, and warns, naming each key, where it undoes a change
+// made through the admin API since the last load.
 func (c *control) Reload(next config.Dependencies) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -106,7 +101,7 @@ func (c *control) Reload(next config.Dependencies) (int, error) {
 			continue
 		}
 		if err := c.applyLocked(name, after); err != nil {
-			return changed, err // validated above: this cannot happen short of a bug
+			return changed, err // validated above: a bug
 		}
 		changed += len(changes)
 		attrs := make([]any, 0, len(changes))
@@ -146,9 +141,9 @@ func (c *control) reloadFile(cfg config.Serve) {
 	}
 	if err != nil {
 		c.logger.Error("config reload failed; keeping the settings in force", "file", cfg.ConfigFile, "err", err)
-		return
+	} else {
+		c.logger.Info("config reloaded", "file", cfg.ConfigFile, "settings_changed", changed)
 	}
-	c.logger.Info("config reloaded", "file", cfg.ConfigFile, "settings_changed", changed)
 }
 
 func (c *control) applyLocked(name string, d config.Dependency) error {
@@ -168,16 +163,7 @@ func (c *control) ForceBreaker(dep string, f resilience.Force) error {
 	}
 	g.ForceBreaker(f)
 	c.logger.Warn("breaker override changed", "source", "admin", "dependency", dep,
-		"force", forceName(f), "breaker", g.Snapshot(0).Breaker.String())
+		"force", [...]string{resilience.ForceNone: "none", resilience.ForceOpen: "open", resilience.ForceClosed: "closed"}[f],
+		"breaker", g.Snapshot(0).Breaker.String())
 	return nil
-}
-
-func forceName(f resilience.Force) string {
-	switch f {
-	case resilience.ForceOpen:
-		return "open"
-	case resilience.ForceClosed:
-		return "closed"
-	}
-	return "none"
 }

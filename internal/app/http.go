@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,9 +19,7 @@ import (
 )
 
 // timeouts of a server against slow or idle clients.
-type timeouts struct {
-	readHeader, read, write, idle time.Duration
-}
+type timeouts struct{ readHeader, read, write, idle time.Duration }
 
 // httpTimeouts leaves a request the whole deadline to be answered, plus room
 // to write it; a client that dawdles over its headers is cut off after
@@ -31,10 +30,6 @@ func httpTimeouts(deadline, readHeader time.Duration) timeouts {
 	}
 	return timeouts{readHeader: readHeader, read: max(10*time.Second, readHeader), write: deadline + 10*time.Second, idle: 60 * time.Second}
 }
-
-// maxHeaderBytes makes the effective header limit 64 KiB (431 beyond):
-// net/http allows 4 KiB of slack beyond MaxHeaderBytes.
-const maxHeaderBytes = 64<<10 - 4096
 
 // listen opens addr and returns the host guard of the address it got (a
 // loopback address serves only loopback and allowed Host names).
@@ -51,11 +46,13 @@ func listen(addr string, allowedHosts []string) (net.Listener, *handlers.HostGua
 type server struct {
 	*http.Server
 	wg   sync.WaitGroup
-	open atomic.Int64 // client connections held now
+	open atomic.Int64 // client connections held now, hijacked ones not counted
 }
 
-// serveHTTP serves h on ln until the returned server is shut down. Its own
-// errors (failed accepts, bad requests it answers itself) go to logger.
+// serveHTTP serves h on ln until the returned server is shut down. Request
+// headers are limited to 64 KiB (net/http allows 4 KiB beyond
+// MaxHeaderBytes; 431 past it). The server's own errors (failed accepts,
+// bad requests it answers itself) go to logger.
 func serveHTTP(ln net.Listener, h http.Handler, t timeouts, logger *slog.Logger) *server {
 	srv := &server{Server: &http.Server{
 		Handler:           h,
@@ -63,7 +60,7 @@ func serveHTTP(ln net.Listener, h http.Handler, t timeouts, logger *slog.Logger)
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
 		IdleTimeout:       t.idle,
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes:    64<<10 - 4096,
 		ErrorLog:          serverErrorLog(logger),
 	}}
 	srv.ConnState = func(_ net.Conn, st http.ConnState) {
@@ -82,8 +79,7 @@ func serveHTTP(ln net.Listener, h http.Handler, t timeouts, logger *slog.Logger)
 	return srv
 }
 
-// Open reports the client connections the server holds now: accepted and
-// not yet closed (hijacked ones are the handler's, and not counted).
+// Open reports the client connections the server holds now.
 func (s *server) Open() int64 { return s.open.Load() }
 
 // Shutdown stops accepting, waits for requests in flight (bounded by ctx,
@@ -98,30 +94,31 @@ func (s *server) Shutdown(ctx context.Context) error {
 }
 
 // closeStack closes what was opened, last first, all within one timeout.
-type closeStack struct {
-	names []string
-	fns   []func(context.Context) error
+type closeStack []closer
+
+type closer struct {
+	name  string
+	close func(context.Context) error
 }
 
 func (c *closeStack) push(name string, fn func(context.Context) error) {
-	c.names, c.fns = append(c.names, name), append(c.fns, fn)
+	*c = append(*c, closer{name, fn})
 }
 
 func (c *closeStack) closeAll(logger *slog.Logger, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	for i := len(c.fns) - 1; i >= 0; i-- {
-		if err := c.fns[i](ctx); err != nil {
-			logger.Error("shutdown step failed", "step", c.names[i], "err", err)
+	for _, cl := range slices.Backward(*c) {
+		if err := cl.close(ctx); err != nil {
+			logger.Error("shutdown step failed", "step", cl.name, "err", err)
 		}
 	}
 	logger.Info("stopped")
 }
 
-// serverErrorLog is the log.Logger an http.Server reports its own errors to
-// (failed accepts, TLS handshakes, bad requests it answers itself): WARN
-// records, the first ten, then at most one every ten seconds, since a
-// scanner or a failing accept loop makes them by the thousand.
+// serverErrorLog is the log.Logger an http.Server reports its own errors
+// to: WARN records, the first ten, then at most one every ten seconds, since
+// a scanner or a failing accept loop makes them by the thousand.
 func serverErrorLog(logger *slog.Logger) *log.Logger {
 	return log.New(&sometimesLog{logger: logger, sometimes: rate.Sometimes{First: 10, Interval: 10 * time.Second}}, "", 0)
 }

@@ -3,8 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -90,18 +90,15 @@ func (s *serving) startSimulators(context.Context) error {
 		return nil
 	}
 	s.sim = sim.New(sim.WithLogger(s.logger.With("component", "sim")))
-	ln, guard, err := listen("127.0.0.1:0", nil)
+	srv, addr, err := s.serve("sim", "127.0.0.1:0", func(g *handlers.HostGuard) http.Handler { return g.Wrap(s.sim) })
 	if err != nil {
 		return fmt.Errorf("starting embedded simulators: %w", err)
 	}
-	srv := serveHTTP(ln, guard.Wrap(s.sim), s.timeouts(), s.logger.With("server", "sim"))
 	srv.RegisterOnShutdown(s.sim.Close)
-	s.closers.push("simulators", srv.Shutdown)
-	s.addrs.Sim = ln.Addr().String()
-	base := "http://" + s.addrs.Sim
-	s.cfg.URLs = config.SameURL(base)
-	s.logger.Info("embedded demo mode: simulated downstreams in-process",
-		"sim_addr", s.addrs.Sim, "inject_fault", injectFault(base), "clear_faults", clearFaults(base))
+	s.addrs.Sim = addr
+	s.cfg.URLs = config.SameURL("http://" + addr)
+	hang, heal := demoCommands(addr)
+	s.logger.Info("embedded demo mode: simulated downstreams in-process", "sim_addr", addr, "inject_fault", hang, "clear_faults", heal)
 	return nil
 }
 
@@ -206,44 +203,51 @@ func (s *serving) startServers(context.Context) error {
 	if err := s.tel.ObserveAdmission(limiter.Limit, limiter.Inflight); err != nil {
 		return err
 	}
-	ln, guard, err := listen(s.cfg.Addr, s.cfg.AllowedHosts)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
-	api := serveHTTP(ln, handlers.New(handlers.Options{
+	opts := handlers.Options{
 		Pager:      s.page,
 		Deadline:   s.cfg.Deadline,
 		Limiter:    limiter,
 		Report:     report,
 		Dashboard:  dash,
 		Ready:      s.ready.Load,
-		Guard:      guard,
 		Logger:     s.logger,
 		Metrics:    s.tel.MetricsHandler(),
 		Record:     s.tel.RecordRequest,
 		Rejected:   s.tel.RecordRejected,
 		Middleware: []echo.MiddlewareFunc{s.tel.Middleware()},
-	}), s.timeouts(), s.logger.With("server", "api"))
+	}
+	api, addr, err := s.serve("api", s.cfg.Addr, func(g *handlers.HostGuard) http.Handler { opts.Guard = g; return handlers.New(opts) })
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
 	api.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
-	s.closers.push("api server", api.Shutdown)
-	s.addrs.API = ln.Addr().String()
-	if err := s.tel.ObserveConnections("api", api.Open); err != nil {
+	s.addrs.API = addr
+	if err := s.tel.ObserveConnections("api", api.Open); err != nil || s.cfg.AdminAddr == "" {
 		return err
 	}
-	if s.cfg.AdminAddr == "" {
-		return nil
-	}
-	ln, guard, err = listen(s.cfg.AdminAddr, s.cfg.AllowedHosts)
+	admin, addr, err := s.serve("admin", s.cfg.AdminAddr, func(g *handlers.HostGuard) http.Handler {
+		return handlers.NewAdmin(s.ctl, s.cfg.AdminToken, g, s.logger)
+	})
 	if err != nil {
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
-	admin := serveHTTP(ln, handlers.NewAdmin(s.ctl, s.cfg.AdminToken, guard, s.logger), s.timeouts(), s.logger.With("server", "admin"))
-	s.closers.push("admin server", admin.Shutdown)
-	s.addrs.Admin = ln.Addr().String()
+	s.addrs.Admin = addr
 	return s.tel.ObserveConnections("admin", admin.Open)
 }
 
-func (s *serving) timeouts() timeouts { return httpTimeouts(s.cfg.Deadline, s.cfg.ReadHeaderTimeout) }
+// serve listens on addr and serves there the handler h builds around the
+// address's host guard, until the close stack shuts it down: pushed after
+// everything h uses, it stops taking requests and finishes those in flight
+// before they go.
+func (s *serving) serve(name, addr string, h func(*handlers.HostGuard) http.Handler) (*server, string, error) {
+	ln, guard, err := listen(addr, s.cfg.AllowedHosts)
+	if err != nil {
+		return nil, "", err
+	}
+	srv := serveHTTP(ln, h(guard), httpTimeouts(s.cfg.Deadline, s.cfg.ReadHeaderTimeout), s.logger.With("server", name))
+	s.closers.push(name+" server", srv.Shutdown)
+	return srv, ln.Addr().String(), nil
+}
 
 // announceReady turns readiness on and says where the service listens: in
 // the log, on a terminal in demo mode, and to env.OnReady.
@@ -255,30 +259,20 @@ func (s *serving) announceReady() {
 		terminal = isTerminal
 	}
 	if w := s.env.Stderr; s.addrs.Sim != "" && w != nil && terminal(w) {
-		printDemoCommands(w, "http://"+s.addrs.Sim, "http://"+s.addrs.API)
+		// Plain lines that paste into a shell (the JSON line escapes their
+		// quotes), in one write so no log line lands inside.
+		hang, heal := demoCommands(s.addrs.Sim)
+		fmt.Fprintf(w, "\n# orderagg demo mode: the downstreams are simulated in-process at http://%s\n"+
+			"# watch http://%s/dashboard, then make logistics hang:\n%s\n# and heal every downstream:\n%s\n\n", s.addrs.Sim, s.addrs.API, hang, heal)
 	}
 	if s.env.OnReady != nil {
 		s.env.OnReady(s.addrs)
 	}
 }
 
-// injectFault and clearFaults are the demo's fault commands, for the log
-// line and for the terminal.
-func injectFault(simBase string) string {
-	return fmt.Sprintf(`curl -X PUT %s/faults/logistics -d '{"hang":true}'`, simBase)
-}
-
-func clearFaults(simBase string) string { return fmt.Sprintf("curl -X DELETE %s/faults", simBase) }
-
-// printDemoCommands writes the fault commands as plain lines (in the JSON
-// log line their quotes are escaped), in one write so no log line lands
-// inside. The other lines are shell comments: pasting the whole block works
-// too, and ends healthy.
-func printDemoCommands(w io.Writer, simBase, apiBase string) {
-	_, _ = fmt.Fprintf(w, "\n# orderagg demo mode: the downstreams are simulated in-process at %s\n"+
-		"# watch %s/dashboard, then make logistics hang:\n%s\n"+
-		"# and heal every downstream:\n%s\n\n",
-		simBase, apiBase, injectFault(simBase), clearFaults(simBase))
+// demoCommands are the demo's fault commands against the simulators at addr.
+func demoCommands(addr string) (hang, heal string) {
+	return fmt.Sprintf(`curl -X PUT http://%s/faults/logistics -d '{"hang":true}'`, addr), "curl -X DELETE http://" + addr + "/faults"
 }
 
 // RunSim serves the simulated downstreams until ctx ends.
