@@ -164,6 +164,6 @@ func (c *control) ForceBreaker(dep string, f resilience.Force) error {
 	g.ForceBreaker(f)
 	c.logger.Warn("breaker override changed", "source", "admin", "dependency", dep,
 		"force", [...]string{resilience.ForceNone: "none", resilience.ForceOpen: "open", resilience.ForceClosed: "closed"}[f],
-		"breaker", g.Snapshot(0).Breaker.String())
+		"breaker", g.Snapshot().Breaker.String())
 	return nil
 }

@@ -122,7 +122,7 @@ func (s *serving) buildGuards(context.Context) error {
 	listener := s.tel.Listener(s.logger)
 	for _, name := range s.cfg.Dependencies.Names() {
 		d, _ := s.cfg.Dependencies.Get(name)
-		g, err := resilience.New(name, d.Config, resilience.WithListener(listener), resilience.WithCeiling(s.cfg.Deadline-s.cfg.Reserve))
+		g, err := resilience.New(name, d.Config, resilience.WithListener(listener), resilience.WithCallsEnd(s.cfg.Deadline-s.cfg.Reserve))
 		if err != nil {
 			return err
 		}

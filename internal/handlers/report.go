@@ -60,7 +60,7 @@ type GuardBulkhead struct {
 func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resilience.Guard) ResilienceReport {
 	r := ResilienceReport{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: make([]GuardReport, 0, len(guards))}
 	for _, g := range guards {
-		s := g.Snapshot(deadline)
+		s := g.Snapshot()
 		d := GuardReport{
 			Name:         s.Name,
 			Breaker:      s.Breaker.String(),

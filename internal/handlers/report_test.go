@@ -109,7 +109,7 @@ func TestRecommendedTimeoutNullThenWholeMilliseconds(t *testing.T) {
 // sub-budget shows its bounds (null when fixed); a change of mode shows at
 // once.
 func TestTimeoutMode(t *testing.T) {
-	g, err := resilience.New("logistics", resilience.Config{Timeout: 500 * time.Millisecond}, resilience.WithCeiling(1400*time.Millisecond))
+	g, err := resilience.New("logistics", resilience.Config{Timeout: 500 * time.Millisecond}, resilience.WithCallsEnd(1400*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestTimeoutMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = doc()
-	if d["timeout_mode"] != "auto" || d["timeout_ms"] != 500.0 || d["timeout_min_ms"] != 50.0 || d["timeout_max_ms"] != 1400.0 {
-		t.Fatalf("auto: %v %v [%v, %v]; want the ceiling 1400 as max", d["timeout_mode"], d["timeout_ms"], d["timeout_min_ms"], d["timeout_max_ms"])
+	if d["timeout_mode"] != "auto" || d["timeout_ms"] != 500.0 || d["timeout_min_ms"] != 50.0 || d["timeout_max_ms"] != 1399.0 {
+		t.Fatalf("auto: %v %v [%v, %v]; want 1399, strictly below the calls' end 1400, as max", d["timeout_mode"], d["timeout_ms"], d["timeout_min_ms"], d["timeout_max_ms"])
 	}
 }

@@ -542,7 +542,7 @@ func TestReserveCutIsTheCallersDeadline(t *testing.T) {
 			g = d.Guard()
 		}
 	}
-	if c := g.Snapshot(time.Second).Counts; c["timeout"] != 0 || c["failure"] != 0 {
+	if c := g.Snapshot().Counts; c["timeout"] != 0 || c["failure"] != 0 {
 		t.Errorf("logistics counts %v: the cut is not the dependency's timeout", c)
 	}
 }

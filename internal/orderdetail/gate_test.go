@@ -12,8 +12,8 @@ import (
 
 // manualClock is the guards' clock: it moves only when told to, so the
 // order's breaker stays open (or sleeps out) exactly when the test says.
-// The guards in these tests never wait on a timer (one attempt, no hedge,
-// no bulkhead queue); real timers serve if one ever does.
+// The guards in these tests never wait (one attempt, no hedge, no bulkhead
+// queue); real time serves if one ever does.
 type manualClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -31,8 +31,12 @@ func (c *manualClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func (c *manualClock) NewTimer(d time.Duration) resilience.Timer {
-	return resilience.SystemClock{}.NewTimer(d)
+func (c *manualClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// WithDeadline ends the context as long after now in real time as d is
+// after the clock's now.
+func (c *manualClock) WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.Sub(c.Now()))
 }
 
 // TestNoFanOutForARefusedPage drives the order from healthy, through a run

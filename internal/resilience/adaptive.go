@@ -1,165 +1,133 @@
 package resilience
 
 import (
-	"errors"
-	"fmt"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// TimeoutSetting is the value of a dependency's "timeout" key: a duration
-// ("300ms") or "auto". It decodes from YAML and from text (JSON strings,
-// flags), so the config layer can read the key into it and Apply it.
-type TimeoutSetting struct {
-	Auto  bool
-	Fixed time.Duration // when not Auto
-}
-
-// ParseTimeoutSetting reads "auto" or a duration such as "300ms".
-func ParseTimeoutSetting(s string) (TimeoutSetting, error) {
-	if strings.EqualFold(strings.TrimSpace(s), "auto") {
-		return TimeoutSetting{Auto: true}, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return TimeoutSetting{}, fmt.Errorf(`must be a duration such as "300ms" or "auto", got %q`, s)
-	}
-	if d <= 0 {
-		return TimeoutSetting{}, fmt.Errorf("must be positive, got %v", d)
-	}
-	return TimeoutSetting{Fixed: d}, nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (t *TimeoutSetting) UnmarshalText(b []byte) error {
-	v, err := ParseTimeoutSetting(string(b))
-	if err != nil {
-		return err
-	}
-	*t = v
-	return nil
-}
-
-// MarshalText writes "auto" or the duration.
-func (t TimeoutSetting) MarshalText() ([]byte, error) {
-	if t.Auto {
-		return []byte("auto"), nil
-	}
-	return []byte(t.Fixed.String()), nil
-}
-
-// UnmarshalYAML reads a scalar through UnmarshalText (the yaml packages'
-// callback form, so this package needs no yaml import).
-func (t *TimeoutSetting) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err != nil {
-		return errors.New(`must be a duration such as "300ms" or "auto"`)
-	}
-	return t.UnmarshalText([]byte(s))
-}
-
-// Apply puts the setting into c: "auto" turns AutoTimeout on and keeps
-// Timeout as the starting point (and, unless TimeoutMax is set, the
-// ceiling); a duration sets Timeout and turns AutoTimeout off.
-func (t TimeoutSetting) Apply(c *Config) {
-	if t.Auto {
-		c.AutoTimeout = true
-		return
-	}
-	c.AutoTimeout, c.Timeout = false, t.Fixed
-}
-
-// TimeoutSetting is c's "timeout" key as a file would write it.
-func (c Config) TimeoutSetting() TimeoutSetting {
-	return TimeoutSetting{Auto: c.AutoTimeout, Fixed: c.Timeout}
-}
-
-// TimeoutChange reports an adaptive sub-budget moving.
+// TimeoutChange reports an adaptive sub-budget's move.
 type TimeoutChange struct {
 	Dependency string
 	From, To   time.Duration
 	At         time.Time
-	// Recommended is the rule's figure the change moves towards, from
-	// Successes successful calls in the window.
+	// Recommended is the rule's figure it moves towards, from Successes
+	// successful calls in the window.
 	Recommended time.Duration
 	Successes   int64
 }
 
-// TimeoutListener is implemented by a Listener that wants to hear about
-// adaptive sub-budget changes (for the log and metrics). It is optional so
-// that existing listeners need not change.
+// TimeoutListener is implemented by a Listener that wants to hear of an
+// adaptive sub-budget's moves.
 type TimeoutListener interface {
 	OnTimeoutChange(c TimeoutChange)
 }
 
-// The adaptive sub-budget moves at most once per adaptEvery, only when the
-// rule's figure is more than adaptDeadBand away (hysteresis: ordinary
-// sampling noise does not move it), and by at most adaptStep of its value
-// per move (smooth: a page sees a ramp, not a jump).
+// An adaptive sub-budget looks at the window at most once per adaptEvery,
+// moves only when the rule's figure is more than adaptDeadBand away (unless
+// pinned at a bound), and by at most adaptStep of its value per move.
 const (
 	adaptEvery    = time.Second
 	adaptDeadBand = 0.10
 	adaptStep     = 0.25
 )
 
-// adapt moves the adaptive sub-budget one step towards the rule's figure
-// from successful calls. It holds still while there are too few successes,
-// while the breaker is not closed, and while failures and timeouts
-// outnumber successes: a hang produces no successes and so can never raise
-// it, and a sick dependency's few answers are no guide.
-func (g *Guard) adapt(s *settings, now time.Time) {
-	if now.UnixNano()-g.autoAt.Load() < int64(adaptEvery) || !g.autoMu.TryLock() {
+// adaptive is the state of an adaptive sub-budget (Config.AutoTimeout).
+type adaptive struct {
+	mu       sync.Mutex
+	timeout  atomic.Int64 // ns: the sub-budget in force
+	lookedAt atomic.Int64 // unix ns of the last look
+}
+
+// reconfigure brings the learnt value within cfg's bounds; turning
+// AutoTimeout on starts it from cfg.Timeout.
+func (a *adaptive) reconfigure(g *Guard, old *settings, cfg *Config) {
+	if !cfg.AutoTimeout {
 		return
 	}
-	change := g.adaptLocked(s, now)
-	g.autoMu.Unlock()
-	if change != nil {
-		if l, ok := g.listener.(TimeoutListener); ok {
+	from := time.Duration(a.timeout.Load())
+	if old == nil || !old.cfg.AutoTimeout {
+		from = cfg.Timeout
+	}
+	lo, hi := g.autoBounds(cfg)
+	a.timeout.Store(int64(min(max(from, lo), hi)))
+}
+
+// autoBounds are an adaptive sub-budget's limits: timeout_min and
+// timeout_max, both kept strictly below the calls' end (WithCallsEnd).
+func (g *Guard) autoBounds(cfg *Config) (lo, hi time.Duration) {
+	lo, hi = cfg.TimeoutMin, cfg.timeoutMax()
+	if g.callsEnd > 0 {
+		ceiling := g.callsEnd - time.Millisecond
+		lo, hi = min(lo, ceiling), min(hi, ceiling)
+	}
+	return lo, hi
+}
+
+// inForce is the sub-budget in force.
+func (g *Guard) inForce(s *settings) time.Duration {
+	if s.cfg.AutoTimeout {
+		return time.Duration(g.auto.timeout.Load())
+	}
+	return s.cfg.Timeout
+}
+
+// timeout is the sub-budget of a call starting at now, after letting an
+// adaptive one look at the window.
+func (g *Guard) timeout(s *settings, now time.Time) time.Duration {
+	if s.cfg.AutoTimeout && now.UnixNano()-g.auto.lookedAt.Load() >= int64(adaptEvery) && g.auto.mu.TryLock() {
+		change := g.adapt(s, now)
+		g.auto.mu.Unlock()
+		if l, ok := g.listener.(TimeoutListener); ok && change != nil {
 			l.OnTimeoutChange(*change)
 		}
 	}
+	return g.inForce(s)
 }
 
-func (g *Guard) adaptLocked(s *settings, now time.Time) *TimeoutChange {
-	if now.UnixNano()-g.autoAt.Load() < int64(adaptEvery) {
-		return nil // someone else just did
+// slowAfter is the slow-call threshold: SlowCallDuration, or 80% of the
+// sub-budget in force.
+func (g *Guard) slowAfter(s *settings) time.Duration {
+	if s.cfg.Breaker.SlowCallDuration > 0 {
+		return s.cfg.Breaker.SlowCallDuration
 	}
-	g.autoAt.Store(now.UnixNano())
-	if State(g.breaker.state.Load()) != StateClosed || Force(g.breaker.force.Load()) == ForceOpen {
+	return g.inForce(s) * 8 / 10
+}
+
+// adapt moves the adaptive sub-budget one step towards the rule's figure
+// over successful calls. It holds still below AdvisorMinSuccesses, while
+// the breaker is not closed and while failures and timeouts outnumber
+// successes (a hang yields no successes, so it never raises it), and does
+// not shrink while over 0.1% of calls time out (the successes are then
+// censored at the sub-budget and their tail reads low). g.auto.mu held.
+func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
+	if now.UnixNano()-g.auto.lookedAt.Load() < int64(adaptEvery) {
+		return nil
+	}
+	g.auto.lookedAt.Store(now.UnixNano())
+	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
 		return nil
 	}
 	c := s.window.counts(now, time.Time{})
-	if c[cFailure]+c[cTimeout] >= c[cSuccess] {
+	p := s.window.latencies(now, true).percentiles()
+	if c[cFailure]+c[cTimeout] >= c[cSuccess] || p.Count < AdvisorMinSuccesses {
 		return nil
 	}
-	p := s.window.histogram(now, true).percentiles()
-	if p.Count < AdvisorMinSuccesses {
-		return nil
-	}
-	cfg := &s.cfg
-	lo, hi := g.autoBounds(cfg)
-	target := min(max(RecommendTimeout(p, cfg.TimeoutMargin), lo), hi)
-	cur := time.Duration(g.autoTO.Load())
+	lo, hi := g.autoBounds(&s.cfg)
+	target := min(max(RecommendTimeout(p, s.cfg.TimeoutMargin), lo), hi)
+	cur := time.Duration(g.auto.timeout.Load())
 	diff := target - cur
-	// Successes are a sample censored at the sub-budget: while more calls
-	// time out than the rule's target share, the slowest answers are
-	// missing from it, so its tail reads low. Shrinking on that figure
-	// would cut yet more calls; wait until timeouts are rare again.
-	calls := c[cSuccess] + c[cFailure] + c[cTimeout]
-	if diff < 0 && c[cTimeout]*1000 > calls {
+	if diff < 0 && c[cTimeout]*1000 > c[cSuccess]+c[cFailure]+c[cTimeout] {
 		return nil
 	}
-	// A target pinned at a bound is not noise: go all the way to it.
-	atBound := target == lo || target == hi
-	if float64(max(diff, -diff)) <= adaptDeadBand*float64(cur) && !atBound {
+	if atBound := target == lo || target == hi; !atBound && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur) {
 		return nil
 	}
 	step := time.Duration(adaptStep * float64(cur))
-	next := cur + min(max(diff, -step), step)
-	next = min(max(next.Round(time.Millisecond), lo), hi)
+	next := min(max((cur+min(max(diff, -step), step)).Round(time.Millisecond), lo), hi)
 	if next == cur {
 		return nil
 	}
-	g.autoTO.Store(int64(next))
+	g.auto.timeout.Store(int64(next))
 	return &TimeoutChange{Dependency: g.name, From: cur, To: next, At: now, Recommended: target, Successes: p.Count}
 }

@@ -1,30 +1,28 @@
 package resilience
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// Clock is the guard's source of time. Tests inject a fake one so that
-// windows, sleep windows, backoffs and hedge delays move without sleeping.
-// Sub-budget deadlines are real context deadlines and use the real clock.
+// Clock is a guard's one source of time. It reads the time (windows, the
+// breaker's sleep, latencies), waits (backoffs, hedge delays, a bulkhead
+// queue) and ends the calls' sub-budget contexts. The deadlines of the
+// callers' contexts are read as times of the same clock. SystemClock is the
+// real one; tests inject their own.
 type Clock interface {
 	Now() time.Time
-	// NewTimer returns a timer that fires once after d.
-	NewTimer(d time.Duration) Timer
-}
-
-// Timer is the part of *time.Timer the guard needs.
-type Timer interface {
-	C() <-chan time.Time
-	Stop() bool
+	// After returns a channel that receives once d has passed.
+	After(d time.Duration) <-chan time.Time
+	// WithDeadline is context.WithDeadline on this clock.
+	WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc)
 }
 
 // SystemClock is the real clock.
 type SystemClock struct{}
 
-func (SystemClock) Now() time.Time { return time.Now() }
-
-func (SystemClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (r realTimer) C() <-chan time.Time { return r.t.C }
-func (r realTimer) Stop() bool          { return r.t.Stop() }
+func (SystemClock) Now() time.Time                         { return time.Now() }
+func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (SystemClock) WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, d)
+}

@@ -1,18 +1,28 @@
 package resilience
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 )
 
-// fakeClock moves only when told to. With auto set, every timer fires at
-// once and moves the clock to its deadline, so backoffs and hedge delays
-// cost no real time.
+// fakeClock moves only when told to. Its deadline contexts end when the
+// clock reaches their deadline. With auto set, every wait (After) moves the
+// clock by its length at once, so backoffs and hedge delays cost no real
+// time.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
 	auto   bool
-	timers []*fakeTimer
+	timers []fakeTimer
+	waits  int // After channels not yet fired
+}
+
+type fakeTimer struct {
+	at   time.Time
+	wait bool
+	fire func()
 }
 
 func newFakeClock() *fakeClock {
@@ -25,64 +35,89 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// Advance moves the clock by d, firing what falls due.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
-	var due []*fakeTimer
+	var due []func()
 	keep := c.timers[:0]
 	for _, t := range c.timers {
-		if !t.at.After(c.now) {
-			due = append(due, t)
-		} else {
+		if t.at.After(c.now) {
 			keep = append(keep, t)
+			continue
+		}
+		due = append(due, t.fire)
+		if t.wait {
+			c.waits--
 		}
 	}
 	c.timers = keep
-	now := c.now
 	c.mu.Unlock()
-	for _, t := range due {
-		t.fire(now)
+	for _, f := range due {
+		f()
 	}
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	t := &fakeTimer{ch: make(chan time.Time, 1)}
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
 	c.mu.Lock()
-	if c.auto {
-		c.now = c.now.Add(d)
-		now := c.now
-		c.mu.Unlock()
-		t.fire(now)
-		return t
-	}
-	t.at = c.now.Add(d)
-	c.timers = append(c.timers, t)
+	auto := c.auto
+	at := c.now.Add(d)
+	c.timers = append(c.timers, fakeTimer{at: at, wait: true, fire: func() { ch <- at }})
+	c.waits++
 	c.mu.Unlock()
-	return t
-}
-
-type fakeTimer struct {
-	at      time.Time
-	ch      chan time.Time
-	mu      sync.Mutex
-	stopped bool
-}
-
-func (t *fakeTimer) fire(now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.stopped {
-		t.ch <- now
-		t.stopped = true
+	if auto || d <= 0 {
+		c.Advance(max(d, 0))
 	}
+	return ch
 }
 
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+// pending is how many waits (After) have not fired yet.
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waits
+}
 
-func (t *fakeTimer) Stop() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
+func (c *fakeClock) WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	inner, cancel := context.WithCancelCause(ctx)
+	dc := &deadlineCtx{Context: inner, deadline: d}
+	if pd, ok := ctx.Deadline(); ok && pd.Before(d) {
+		dc.deadline = pd
+	}
+	c.mu.Lock()
+	c.timers = append(c.timers, fakeTimer{at: d, fire: func() { cancel(context.DeadlineExceeded) }})
+	c.mu.Unlock()
+	c.Advance(0) // a deadline already passed ends the context at once
+	return dc, func() { cancel(context.Canceled) }
+}
+
+// deadlineCtx is a context ended by a fakeClock at its deadline.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *deadlineCtx) Err() error {
+	if c.Context.Err() != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}
+
+// withDeadline is a caller's context ending d from now on clk.
+func withDeadline(clk *fakeClock, d time.Duration) (context.Context, context.CancelFunc) {
+	return clk.WithDeadline(context.Background(), clk.Now().Add(d))
+}
+
+// hang is a dependency that takes d of clk's time to answer nothing, then
+// waits for its context, like an HTTP call to a hung server.
+func hang(clk *fakeClock, d time.Duration) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		clk.Advance(d)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
 }

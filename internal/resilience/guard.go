@@ -5,44 +5,44 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
-// Event is one thing that happened to a dependency: a physical attempt's
-// outcome, a call turned away (rejected, short-circuited, no budget), or a
-// fallback's outcome. Listeners get every event, so metrics and traces can
-// count each kind on its own.
+// Event is one thing that happened to a dependency: an attempt's outcome, a
+// call turned away (short-circuited, rejected, no budget), or a fallback's
+// outcome.
 type Event struct {
 	Dependency string
 	Kind       Kind
-	// Attempt is 1 for the first attempt, 2… for retries; 0 when no attempt
-	// was made (rejected, short-circuited, no budget) and for fallbacks.
+	// Attempt is 1 for the first attempt, 2… for retries and hedges; 0 for
+	// a call turned away and for a fallback.
 	Attempt  int
 	Hedge    bool // a hedged (backup) attempt
 	Probe    bool // a half-open probe
-	Fallback bool // the outcome of a fallback: Kind is success or failure
+	Fallback bool // a fallback's outcome: Kind is success or failure
 	Start    time.Time
 	Duration time.Duration
 	Err      error
 }
 
-// Name is the event's metric name: the kind's, or fallback_success /
-// fallback_failure for fallbacks.
+// Name is the event's name: the kind's, or fallback_success or
+// fallback_failure.
 func (e Event) Name() string {
-	if e.Fallback {
-		if e.Kind == KindSuccess {
-			return "fallback_success"
-		}
-		return "fallback_failure"
+	switch {
+	case !e.Fallback:
+		return e.Kind.String()
+	case e.Kind == KindSuccess:
+		return "fallback_success"
 	}
-	return e.Kind.String()
+	return "fallback_failure"
 }
 
-// Listener receives a guard's events. Methods are called synchronously on the
-// caller's goroutine, never under a lock; they must be quick and must not
-// call back into the guard.
+// Listener hears a guard's events and breaker transitions, synchronously on
+// the caller's goroutine and never under the guard's locks. It must be
+// quick; it may read the guard (Snapshot) but not call through it.
 type Listener interface {
 	OnEvent(ctx context.Context, e Event)
 	OnStateChange(c StateChange)
@@ -51,79 +51,65 @@ type Listener interface {
 // Option configures a Guard at construction.
 type Option func(*Guard)
 
-// WithClock injects a clock (tests).
+// WithClock sets the guard's clock; the default is SystemClock.
 func WithClock(c Clock) Option { return func(g *Guard) { g.clock = c } }
 
-// WithRandom injects the source of retry jitter (tests): it returns a
-// uniform value in [0, n). The default is math/rand/v2's Int64N.
+// WithRandom sets the source of retry jitter: a uniform value in [0, n).
+// The default is math/rand/v2's Int64N.
 func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN = f } }
 
-// WithListener sets the listener told of every event and state change.
+// WithListener sets the listener of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
-// WithCeiling bounds an adaptive sub-budget (Config.AutoTimeout) by the
-// most a caller can ever give the call: the page's deadline minus its
-// reserve. Every call is cut to its caller's deadline anyway; the ceiling
-// keeps the learnt value, and what /v1/resilience shows, within reach.
-// 0 (the default) means no bound beyond timeout_max.
-func WithCeiling(d time.Duration) Option { return func(g *Guard) { g.ceiling = d } }
+// WithCallsEnd tells the guard the most a caller ever gives a call: the
+// page's deadline minus its reserve. A call cut there is the caller's
+// DEADLINE, which the breaker never sees; so an adaptive sub-budget stays
+// strictly below it (by a millisecond at least), and Snapshot warns when
+// the recommended timeout reaches it. 0, the default: no such bound.
+func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd = d } }
 
-// settings is one immutable configuration with the window it is measured
-// over. Reconfigure swaps the pointer; a call reads it once and keeps it.
+// WithTracerProvider makes the guard start one span per call, "dependency
+// <name>", as a child of the span in the caller's context (the attempts'
+// HTTP or Redis spans are its children), and one per fallback, "fallback
+// <name>"; see spans.go. Without it the guard starts no span.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(g *Guard) { g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience") }
+}
+
+// Guard protects one dependency with the layers of the package doc and
+// keeps its rolling statistics. Build it once with New and share it; it is
+// safe for concurrent use.
+type Guard struct {
+	name     string
+	clock    Clock
+	randN    func(n int64) int64
+	listener Listener
+	tracer   trace.Tracer // nil: no spans
+	callsEnd time.Duration
+	cur      atomic.Pointer[settings]
+	bulkhead bulkhead
+	breaker  breaker
+	auto     adaptive
+}
+
+// settings is one configuration and the window it is measured over; a
+// call keeps the one it started with.
 type settings struct {
 	cfg    Config
 	window *window
-	slow   time.Duration
 }
 
-// Guard protects one dependency: bulkhead, breaker, sub-budget, retries and
-// hedges, with latency statistics over a rolling window. Build it once with
-// New and share it; it is safe for concurrent use.
-type Guard struct {
-	name      string
-	clock     Clock
-	realClock bool // clock is SystemClock: one time.Now serves both uses
-	listener  Listener
-	randN     func(n int64) int64
-	ceiling   time.Duration // see WithCeiling
-	cur       atomic.Pointer[settings]
-	bulkhead  bulkhead
-	breaker   breaker
-
-	// The hedge delay and the typical attempt latency are read on every
-	// call; recomputing them from the histogram each time would cost more
-	// than the call, so they are refreshed at most every refreshEvery.
-	// Calls turned away for want of a slot or a closed breaker share one
-	// error each: the hot path of an overload allocates nothing.
-	errRejected, errShortCircuited *Error
-
-	statsMu   sync.Mutex
-	statsAt   atomic.Int64 // unix nanos of the last refresh
-	typical   atomic.Int64 // P50 attempt latency, ns
-	hedgeWait atomic.Int64 // observed latency at the hedge percentile, ns
-
-	// The adaptive sub-budget (Config.AutoTimeout), see adapt.
-	autoMu sync.Mutex
-	autoTO atomic.Int64 // ns
-	autoAt atomic.Int64 // unix nanos of the last look
-}
-
-const refreshEvery = 100 * time.Millisecond
-
-// New builds a guard for the named dependency. cfg's zero fields take their
-// defaults; an invalid cfg is an error naming the setting.
+// New builds the guard of the named dependency. cfg's zero fields take
+// their defaults; an invalid cfg is an error naming the setting.
 func New(name string, cfg Config, opts ...Option) (*Guard, error) {
 	g := &Guard{name: name, clock: SystemClock{}, randN: rand.Int64N}
 	for _, o := range opts {
 		o(g)
 	}
-	_, g.realClock = g.clock.(SystemClock)
-	g.errRejected = &Error{Dependency: name, Kind: KindRejected}
-	g.errShortCircuited = &Error{Dependency: name, Kind: KindShortCircuited}
+	g.breaker.closedSince = g.clock.Now()
 	if err := g.Reconfigure(cfg); err != nil {
 		return nil, err
 	}
-	g.breaker.closedSince = g.clock.Now()
 	return g, nil
 }
 
@@ -133,419 +119,339 @@ func (g *Guard) Name() string { return g.name }
 // Config returns the settings in force, defaults filled in.
 func (g *Guard) Config() Config { return g.cur.Load().cfg }
 
-// Reconfigure swaps the settings atomically; calls in flight finish under
-// the settings they started with. A change of the breaker's window length or
-// bucket count starts a fresh window (its history is measured in the old
-// geometry); anything else keeps the history. An invalid cfg changes nothing.
+// Reconfigure puts cfg in force atomically; calls in flight finish under
+// the settings they started with. A new window length or bucket count
+// starts a fresh window; other changes keep the history. An invalid cfg
+// changes nothing.
 func (g *Guard) Reconfigure(cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("resilience: %s: %w", g.name, err)
 	}
-	s := &settings{cfg: cfg}
-	s.slow = s.cfg.slowCallDuration()
-	old := g.cur.Load()
+	next, old := &settings{cfg: cfg}, g.cur.Load()
 	if old != nil && old.cfg.Breaker.Window == cfg.Breaker.Window && old.cfg.Breaker.Buckets == cfg.Breaker.Buckets {
-		s.window = old.window
+		next.window = old.window
 	} else {
-		s.window = newWindow(cfg.Breaker.Window, cfg.Breaker.Buckets)
+		next.window = newWindow(cfg.Breaker.Window, cfg.Breaker.Buckets)
 	}
-	g.bulkhead.capacity.Store(int64(cfg.Bulkhead.MaxConcurrent))
-	if cfg.AutoTimeout {
-		// Turning it on starts from the configured timeout; a change of
-		// bounds keeps the value learnt so far, brought within them.
-		from := time.Duration(g.autoTO.Load())
-		if old == nil || !old.cfg.AutoTimeout {
-			from = cfg.Timeout
-		}
-		lo, hi := g.autoBounds(&cfg)
-		g.autoTO.Store(int64(min(max(from, lo), hi)))
-	}
-	g.cur.Store(s)
+	g.bulkhead.resize(cfg.Bulkhead.MaxConcurrent)
+	g.auto.reconfigure(g, old, &cfg)
+	g.cur.Store(next)
 	return nil
 }
 
-// ForceBreaker sets or clears the operator override of the breaker.
-func (g *Guard) ForceBreaker(f Force) {
-	g.notifyState(g.breaker.setForce(f, g.clock.Now()))
-}
+// ForceBreaker sets or clears the operator's override of the breaker.
+func (g *Guard) ForceBreaker(f Force) { g.notify(g.breaker.setForce(f, g.clock.Now())) }
 
-// Do runs fn under g: breaker check, bulkhead slot, then attempts within the
-// sub-budget (the dependency's timeout clamped to ctx's deadline), retried or
-// hedged as configured. fn must honour its context: the guard cancels it when
-// the budget runs out and returns once fn has returned.
-//
-// A nil error means fn's value is good. Otherwise the error is an *Error
-// whose Kind says what happened; it wraps fn's last error.
+// Do is DoUntil with no bound but ctx's deadline.
 func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error)) (T, error) {
 	return DoUntil(ctx, g, time.Time{}, fn)
 }
 
-// DoUntil is Do for a call that must also end by until (zero: no such
-// bound), earlier than ctx's deadline: the caller keeps the rest of its time
-// for itself. The call's context carries the nearer of the sub-budget's end
-// and until as its deadline. A call cut at until is the caller's doing
-// (KindDeadline), like one cut at ctx's deadline, and teaches the breaker
-// nothing.
+// DoUntil runs fn under g. With no time left it fails with KindDeadline,
+// with the breaker open KindShortCircuited, with the bulkhead full
+// KindRejected, all without calling fn. Otherwise fn runs under the call's
+// sub-budget — the dependency's timeout, cut to ctx's deadline and to until
+// (zero: no such bound) — retried or hedged as configured. A cut at ctx's
+// deadline or at until is the caller's doing, KindDeadline, and teaches the
+// breaker nothing; a cut at the timeout is KindTimeout. fn must honour its
+// context: DoUntil returns once every attempt has returned.
 //
-// It spares the caller a context of its own for the bound: a context with a
-// deadline is a runtime timer, a cost well beyond its allocation under load
-// (docs/experiments.md, "floor"). The guard arms a timer for the call's
-// sub-budget anyway, and the bound rides on it.
-func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(context.Context) (T, error)) (T, error) {
-	var zero T
-	s := g.cur.Load()
-	cfg := &s.cfg
-	// Deadlines are real time even when a test injects a clock; the clock
-	// drives statistics, the breaker and timers.
-	realStart := time.Now()
-	start := realStart
-	if !g.realClock {
-		start = g.clock.Now()
+// A nil error means fn's value is good; otherwise the error is an *Error
+// whose Kind says what happened, wrapping fn's last error.
+func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(context.Context) (T, error)) (v T, err error) {
+	c := &call[T]{g: g, s: g.cur.Load(), fn: fn}
+	c.ctx, c.span = g.startSpan(ctx, "dependency ")
+	defer func() { endSpan(c.span, KindOf(err).String(), err) }()
+	c.start = g.clock.Now()
+	c.end = c.start.Add(g.timeout(c.s, c.start))
+	if dl, ok := ctx.Deadline(); ok && !dl.After(c.end) {
+		c.end, c.callers = dl, true
 	}
-
-	// Budget first: a call with no time left should not take a slot or a
-	// probe only to be cancelled.
-	budget, clamped, boundCause := g.budget(ctx, s, until, realStart, start)
-	if budget <= 0 || ctx.Err() != nil {
-		cause := ctx.Err()
-		if cause == nil {
-			cause = context.DeadlineExceeded // until has passed
-		}
-		return zero, g.refuse(ctx, s, start, KindDeadline, cause)
+	if !until.IsZero() && until.Before(c.end) {
+		c.end, c.callers = until, true
 	}
-
-	t, ok, change := g.breaker.allow(start, &cfg.Breaker)
-	g.notifyState(change)
-	if !ok {
-		return zero, g.refuse(ctx, s, start, KindShortCircuited, nil)
-	}
-
-	// The common case takes a free slot at once; only a call that has to
-	// queue goes through acquire, and then its attempt reads the clock anew.
-	queued := false
-	if !g.bulkhead.tryAcquire() {
-		kind, ok := g.bulkhead.acquire(ctx, &cfg.Bulkhead, g.maxWait(cfg, budget), g.clock)
-		if !ok {
-			if t.probe {
-				g.notifyState(g.breaker.onProbeDone(t, false, true, start, &cfg.Breaker))
-			}
-			return zero, g.refuse(ctx, s, start, kind, ctx.Err())
-		}
-		queued = true
+	if err := c.admit(); err != nil {
+		return v, err
 	}
 	defer g.bulkhead.release()
-	// The sub-budget's clock starts at admission: time spent queued counts.
-	// When the caller's deadline is the tighter one, its context already
-	// carries it and deriving another would only cost a timer.
-	cctx := ctx
-	if !clamped {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithDeadlineCause(ctx, realStart.Add(budget), boundCause)
-		defer cancel()
-	}
-
-	// The first attempt starts now: Do's reading of the clock serves unless
-	// the call queued for its slot.
-	first := start
-	if queued {
-		first = time.Time{}
-	}
-	r, n := runAttempts(ctx, cctx, g, s, t, first, fn)
-	if r.kind == KindSuccess {
-		return r.v, nil
-	}
-	return zero, &Error{Dependency: g.name, Kind: r.kind, Attempts: n, Err: r.err}
-}
-
-// budget is a call's time: the sub-budget in force, cut to the caller's
-// bound, the nearer of until and ctx's deadline. clamped: ctx's deadline
-// bounds the call, so its context serves as the call's. boundCause is set
-// when until bounds it: the call's own context then ends with that cause,
-// so the cut reads as the caller's (classify).
-func (g *Guard) budget(ctx context.Context, s *settings, until, realStart, start time.Time) (budget time.Duration, clamped bool, boundCause error) {
-	budget = s.cfg.Timeout
-	if s.cfg.AutoTimeout {
-		g.adapt(s, start)
-		budget = time.Duration(g.autoTO.Load())
-	}
-	bound, viaCtx := until, false
-	if dl, ok := ctx.Deadline(); ok && (until.IsZero() || dl.Before(until)) {
-		bound, viaCtx = dl, true
-	}
-	if bound.IsZero() {
-		return budget, false, nil
-	}
-	if left := bound.Sub(realStart); left <= budget {
-		budget, clamped = left, viaCtx
-		if !viaCtx {
-			boundCause = errCallerBound
-		}
-	}
-	return budget, clamped, boundCause
-}
-
-// runAttempts makes the attempts of an admitted call — hedged, or one at a
-// time — retrying while they fail and the retry policy allows, and returns
-// the last result and how many attempts were made. first is when the first
-// plain attempt starts, or zero to read the clock then.
-func runAttempts[T any](ctx, cctx context.Context, g *Guard, s *settings, t ticket, first time.Time, fn func(context.Context) (T, error)) (attemptResult[T], int) {
-	cfg := &s.cfg
-	maxAttempts := cfg.Retry.MaxAttempts
-	if t.probe {
-		maxAttempts = 1 // a probe asks one question
-	}
-	var (
-		r attemptResult[T]
-		n int
-	)
+	cctx, cancel := g.clock.WithDeadline(c.ctx, c.end)
+	defer cancel()
 	for {
-		if cfg.Hedge.Enabled && !t.probe {
-			r, n = hedged(ctx, cctx, g, s, n, fn)
+		var r result[T]
+		if c.s.cfg.Hedge.Enabled && !c.t.probe {
+			r = c.hedged(cctx)
 		} else {
-			n++
-			at := time.Time{}
-			if n == 1 {
-				at = first
-			}
-			r = attempt(ctx, cctx, g, s, n, false, t, at, fn)
+			c.made++
+			r = c.attempt(cctx, outcome{n: c.made})
 		}
-		if r.kind != KindFailure || n >= maxAttempts || !g.mayRetry(cctx, s, n) {
-			return r, n
+		switch {
+		case r.kind == KindSuccess:
+			return r.v, nil
+		case r.kind != KindFailure || !c.mayRetry(cctx):
+			return v, &Error{Dependency: g.name, Kind: r.kind, Attempts: c.made, Err: r.err}
 		}
 	}
 }
 
-// attempt makes one physical call and records it.
-// start is the clock's reading as the attempt begins, or zero to read it here.
-func attempt[T any](ctx, cctx context.Context, g *Guard, s *settings, n int, hedge bool, t ticket, start time.Time, fn func(context.Context) (T, error)) attemptResult[T] {
-	if start.IsZero() {
-		start = g.clock.Now()
+// call is one guarded call, from its start to its last attempt.
+type call[T any] struct {
+	g       *Guard
+	s       *settings
+	fn      func(context.Context) (T, error)
+	ctx     context.Context // the caller's, with the call's span
+	span    trace.Span
+	start   time.Time
+	end     time.Time // when the call's time is up
+	callers bool      // end is the caller's deadline or bound, not the timeout's
+	t       ticket
+	made    int // attempts started, hedges included
+}
+
+// admit passes the call through the budget, the breaker and the bulkhead;
+// a nil error means it holds a slot.
+func (c *call[T]) admit() error {
+	g, cfg := c.g, &c.s.cfg
+	if !c.end.After(c.start) || c.ctx.Err() != nil {
+		cause := c.ctx.Err()
+		if cause == nil {
+			cause = context.DeadlineExceeded // the bound has passed
+		}
+		return c.refuse(KindDeadline, cause)
 	}
-	v, err := fn(cctx)
-	end := g.now(start)
-	kind := classify(ctx, cctx, err)
-	g.settle(ctx, s, n, hedge, t, kind, start, end, err)
-	return attemptResult[T]{v, err, kind}
+	t, ok, change := g.breaker.allow(c.start, &cfg.Breaker)
+	if g.notify(change); !ok {
+		return c.refuse(KindShortCircuited, nil)
+	}
+	c.t = t
+	wait := c.end.Sub(c.start)
+	if cfg.Bulkhead.MaxWait > 0 {
+		wait = min(wait, cfg.Bulkhead.MaxWait)
+	}
+	if kind := g.bulkhead.acquire(c.ctx, &cfg.Bulkhead, wait, g.clock); kind != KindSuccess {
+		if t.probe {
+			g.breaker.probeAbandoned(t)
+		}
+		return c.refuse(kind, c.ctx.Err())
+	}
+	return nil
+}
+
+// refuse records a call that never reached the dependency.
+func (c *call[T]) refuse(kind Kind, cause error) error {
+	if kind != KindDeadline {
+		c.s.window.add(c.start, counter(kind))
+	}
+	c.g.tell(c.ctx, Event{Dependency: c.g.name, Kind: kind, Start: c.start, Err: cause})
+	return &Error{Dependency: c.g.name, Kind: kind, Err: cause}
+}
+
+// outcome is an attempt as the guard records it.
+type outcome struct {
+	n          int  // 1 for the first attempt, 2… after
+	hedge      bool // a hedged attempt
+	start, end time.Time
+	kind       Kind
+	err        error
+}
+
+type result[T any] struct {
+	v T
+	outcome
+}
+
+// attempt makes attempt o (n and hedge set) in ctx, then records it.
+func (c *call[T]) attempt(ctx context.Context, o outcome) result[T] {
+	o.start = c.g.clock.Now()
+	v, err := c.fn(ctx)
+	o.end, o.err = c.g.clock.Now(), err
+	o.kind = c.classify(ctx, err)
+	c.settle(o)
+	return result[T]{v, o}
+}
+
+// classify turns fn's result into a kind by whose time ran out: the
+// timeout's is the dependency's KindTimeout; the caller's deadline, bound
+// or cancellation, or a hedge that lost, is KindDeadline.
+func (c *call[T]) classify(ctx context.Context, err error) Kind {
+	cut := ctx.Err() != nil
+	callers := c.ctx.Err() != nil || (cut && c.callers)
+	switch {
+	case cut && context.Cause(ctx) == errHedgeLost:
+		return KindDeadline
+	case err == nil && cut && !callers:
+		return KindTimeout // an answer after the budget: the caller could not have waited for it
+	case err == nil:
+		return KindSuccess
+	case callers:
+		return KindDeadline
+	case cut || KindOf(err) == KindDeadline: // fn's own deadline, e.g. a client timeout
+		return KindTimeout
+	}
+	return KindOf(err)
 }
 
 // settle records a finished attempt, feeds the breaker and tells the
-// listener. The detection simulation (sim_test.go) calls it directly.
-func (g *Guard) settle(ctx context.Context, s *settings, n int, hedge bool, t ticket, kind Kind, start, end time.Time, err error) {
-	lat := end.Sub(start)
-	// A call cut short by the caller tells us nothing about the dependency.
-	if kind != KindDeadline {
-		slow := lat >= g.slowAfter(s)
-		s.window.record(end, kindCounter(kind), slow, lat)
-		if n > 1 {
-			s.window.add(end, cRetry)
+// listener. A cut by the caller says nothing of the dependency.
+func (c *call[T]) settle(o outcome) {
+	g, cfg := c.g, &c.s.cfg.Breaker
+	if o.kind == KindDeadline {
+		if c.t.probe {
+			g.breaker.probeAbandoned(c.t)
 		}
-		if hedge {
-			s.window.add(end, cHedge)
+	} else {
+		slow := o.end.Sub(o.start) >= g.slowAfter(c.s)
+		c.s.window.record(o, slow)
+		bad := o.kind == KindFailure || o.kind == KindTimeout
+		good := o.kind == KindSuccess || o.kind == KindBadRequest // the dependency answered
+		if c.t.probe {
+			g.notify(g.breaker.probeDone(c.t, good, o.end, cfg))
+		} else {
+			g.notify(g.breaker.onAttempt(bad, good, slow, c.s.window, o.end, cfg))
 		}
-		bad := kind == KindFailure || kind == KindTimeout
-		good := kind == KindSuccess || kind == KindBadRequest // the dependency answered
-		if t.probe {
-			g.notifyState(g.breaker.onProbeDone(t, good, false, end, &s.cfg.Breaker))
-		} else if tripped := g.breaker.onResult(bad, good, &s.cfg.Breaker); (bad || slow) && Force(g.breaker.force.Load()) == ForceNone {
-			g.notifyState(g.breaker.evaluate(s.window, end, &s.cfg.Breaker, tripped))
-		}
-	} else if t.probe {
-		g.notifyState(g.breaker.onProbeDone(t, false, true, end, &s.cfg.Breaker))
 	}
-	if g.listener != nil {
-		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Attempt: n, Hedge: hedge, Probe: t.probe, Start: start, Duration: lat, Err: err})
-	}
+	g.tell(c.ctx, Event{Dependency: g.name, Kind: o.kind, Attempt: o.n, Hedge: o.hedge, Probe: c.t.probe,
+		Start: o.start, Duration: o.end.Sub(o.start), Err: o.err})
+	attemptEvent(c.span, o, c.t.probe)
 }
 
-// classify turns fn's result into a kind. Whose clock ran out matters: the
-// sub-budget expiring is the dependency's timeout; the caller's deadline or
-// cancellation is not the dependency's fault.
-func classify(ctx, cctx context.Context, err error) Kind {
-	cut := cctx.Err() != nil
-	if cut && context.Cause(cctx) == errHedgeLost {
-		return KindDeadline // the other attempt answered first
+// mayRetry reports, having waited the backoff, whether to retry a failure:
+// attempts are left, the breaker is closed, the retry budget has room and
+// the time left holds the backoff and a typical attempt.
+func (c *call[T]) mayRetry(cctx context.Context) bool {
+	g, r := c.g, &c.s.cfg.Retry
+	if c.t.probe || c.made >= r.MaxAttempts {
+		return false
 	}
-	if err == nil {
-		if cut && !callerCut(ctx, cctx) {
-			// An answer that arrived after the budget is a timeout: the
-			// caller could not have waited for it.
-			return KindTimeout
-		}
-		return KindSuccess
-	}
-	if callerCut(ctx, cctx) {
-		return KindDeadline
-	}
-	if cut {
-		return KindTimeout
-	}
-	k := KindOf(err)
-	if k == KindDeadline {
-		// fn reported a context error of its own making (e.g. its own
-		// client timeout): the dependency was too slow.
-		return KindTimeout
-	}
-	return k
-}
-
-// callerCut reports whether the caller's own time ran out: its context
-// ended, or the call was cut at DoUntil's bound.
-func callerCut(ctx, cctx context.Context) bool {
-	return ctx.Err() != nil || (cctx.Err() != nil && context.Cause(cctx) == errCallerBound)
-}
-
-// mayRetry reports whether another attempt is worth making after the
-// attempts made so far: the breaker is not open, the retry budget over the
-// window has room, and the remaining sub-budget can hold the backoff plus a
-// typical attempt. It waits the backoff.
-func (g *Guard) mayRetry(cctx context.Context, s *settings, made int) bool {
 	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
 		return false
 	}
 	now := g.clock.Now()
-	if !g.retryBudgetLeft(s, now) {
+	wait := r.Backoff
+	for i := 1; i < c.made && wait < r.MaxBackoff; i++ {
+		wait *= 2
+	}
+	if wait = min(wait, r.MaxBackoff); wait > 0 {
+		wait = time.Duration(g.randN(int64(wait)) + 1) // full jitter: (0, wait]
+	}
+	if !g.retryBudgetLeft(c.s, now) || c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
 		return false
 	}
-	backoff := g.backoff(&s.cfg.Retry, made)
-	if backoff > 0 {
-		backoff = time.Duration(g.randN(int64(backoff)) + 1) // full jitter: (0, backoff]
-	}
-	if dl, ok := cctx.Deadline(); ok && time.Until(dl) < backoff+g.typicalLatency(s, now) {
-		return false
-	}
-	if backoff <= 0 {
-		return true
-	}
-	t := g.clock.NewTimer(backoff)
-	defer t.Stop()
 	select {
-	case <-t.C():
+	case <-g.clock.After(wait):
 		return true
 	case <-cctx.Done():
 		return false
 	}
 }
 
-// backoff is the ceiling of the wait before the retry that follows attempt
-// made: Backoff, doubled for each retry before it, capped at MaxBackoff.
-func (g *Guard) backoff(r *RetryConfig, made int) time.Duration {
-	d := r.Backoff
-	for i := 1; i < made && d < r.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, r.MaxBackoff)
-}
-
-// retryBudgetLeft: retries and hedges in the window stay under BudgetPercent
-// of calls, with BudgetMin always allowed. This is what keeps an outage from
-// multiplying the load on a sick dependency.
+// retryBudgetLeft: retries and hedges in the window stay under
+// BudgetPercent of the calls plus BudgetMin, so that an outage does not
+// multiply the load on a sick dependency.
 func (g *Guard) retryBudgetLeft(s *settings, now time.Time) bool {
 	c := s.window.counts(now, time.Time{})
 	extra := c[cRetry] + c[cHedge]
 	calls := c[cSuccess] + c[cFailure] + c[cTimeout] + c[cBadRequest] - extra
-	allowed := int64(float64(calls)*s.cfg.Retry.BudgetPercent/100) + int64(s.cfg.Retry.BudgetMin)
-	return extra < allowed
+	return extra < int64(float64(calls)*s.cfg.Retry.BudgetPercent/100)+int64(s.cfg.Retry.BudgetMin)
 }
 
-func (g *Guard) refreshStats(s *settings, now time.Time) {
-	if now.UnixNano()-g.statsAt.Load() < int64(refreshEvery) {
-		return
+// hedged runs one attempt and, if it has not answered after the observed
+// Hedge.Percentile latency (at least MinDelay), a second beside it in a
+// slot of its own, when the retry budget and the time left allow. The
+// first answer wins and the other attempt is cancelled; hedged returns
+// once every attempt it started has returned.
+func (c *call[T]) hedged(cctx context.Context) result[T] {
+	results := make(chan result[T], 2)
+	var cancels []context.CancelCauseFunc
+	launch := func(hedge bool) {
+		actx, cancel := context.WithCancelCause(cctx)
+		cancels = append(cancels, cancel)
+		c.made++
+		o := outcome{n: c.made, hedge: hedge}
+		go func() {
+			r := c.attempt(actx, o)
+			if hedge {
+				c.g.bulkhead.release()
+			}
+			results <- r
+		}()
 	}
-	if !g.statsMu.TryLock() {
-		return // someone else is refreshing; their figures will do
+	lat := c.s.window.latencies(c.g.clock.Now(), false)
+	timer := c.g.clock.After(max(lat.quantile(c.s.cfg.Hedge.Percentile/100), c.s.cfg.Hedge.MinDelay))
+	launch(false)
+	var r result[T]
+	for running := 1; running > 0; {
+		select {
+		case r = <-results:
+			running--
+			if r.kind == KindSuccess || r.kind == KindBadRequest {
+				for _, cancel := range cancels {
+					cancel(errHedgeLost)
+				}
+				for ; running > 0; running-- {
+					<-results
+				}
+				return r
+			}
+		case <-timer:
+			timer = nil
+			now := c.g.clock.Now()
+			if c.end.Sub(now) > lat.quantile(0.5) && c.g.retryBudgetLeft(c.s, now) && c.g.bulkhead.tryAcquire() {
+				running++
+				launch(true)
+			}
+		}
 	}
-	defer g.statsMu.Unlock()
-	h := s.window.histogram(now, false)
-	g.typical.Store(int64(h.quantile(0.5)))
-	g.hedgeWait.Store(int64(h.quantile(s.cfg.Hedge.Percentile / 100)))
-	g.statsAt.Store(now.UnixNano())
-}
-
-func (g *Guard) typicalLatency(s *settings, now time.Time) time.Duration {
-	g.refreshStats(s, now)
-	return time.Duration(g.typical.Load())
-}
-
-func (g *Guard) hedgeDelay(s *settings, now time.Time) time.Duration {
-	g.refreshStats(s, now)
-	return max(time.Duration(g.hedgeWait.Load()), s.cfg.Hedge.MinDelay)
-}
-
-// now reads the clock after since. With the real clock only the monotonic
-// clock is read (time.Since), which costs half of a time.Now on some
-// virtual machines; the wall time is derived from since.
-func (g *Guard) now(since time.Time) time.Time {
-	if g.realClock {
-		return since.Add(time.Since(since))
+	for _, cancel := range cancels {
+		cancel(nil)
 	}
-	return g.clock.Now()
-}
-
-// timeout is the sub-budget in force: the adaptive one when it is on.
-func (g *Guard) timeout(s *settings) time.Duration {
-	if s.cfg.AutoTimeout {
-		return time.Duration(g.autoTO.Load())
-	}
-	return s.cfg.Timeout
-}
-
-// slowAfter is the slow-call threshold in force. Its default, 80 % of the
-// sub-budget, follows an adaptive sub-budget: measured against the timeout
-// it started from, a dependency that drifted slower (and was followed)
-// would count every call slow and trip the breaker on slowness alone.
-func (g *Guard) slowAfter(s *settings) time.Duration {
-	if s.cfg.AutoTimeout && s.cfg.Breaker.SlowCallDuration == 0 {
-		return time.Duration(g.autoTO.Load()) * 8 / 10
-	}
-	return s.slow
-}
-
-// autoBounds are the limits of an adaptive sub-budget: timeout_min and
-// timeout_max, the ceiling (WithCeiling) lowering both if need be.
-func (g *Guard) autoBounds(cfg *Config) (lo, hi time.Duration) {
-	lo, hi = cfg.TimeoutMin, cfg.timeoutMax()
-	if g.ceiling > 0 {
-		lo, hi = min(lo, g.ceiling), min(hi, g.ceiling)
-	}
-	return lo, hi
-}
-
-// maxWait is how long a call may queue for a slot.
-func (g *Guard) maxWait(cfg *Config, budget time.Duration) time.Duration {
-	if cfg.Bulkhead.MaxWait > 0 && cfg.Bulkhead.MaxWait < budget {
-		return cfg.Bulkhead.MaxWait
-	}
-	return budget
-}
-
-// refuse records and reports a call that never reached the dependency.
-func (g *Guard) refuse(ctx context.Context, s *settings, now time.Time, kind Kind, cause error) error {
-	if kind != KindDeadline {
-		s.window.add(now, kindCounter(kind))
-	}
-	if g.listener != nil {
-		g.listener.OnEvent(ctx, Event{Dependency: g.name, Kind: kind, Start: now, Err: cause})
-	}
-	switch {
-	case cause == nil && kind == KindRejected:
-		return g.errRejected
-	case cause == nil && kind == KindShortCircuited:
-		return g.errShortCircuited
-	}
-	return &Error{Dependency: g.name, Kind: kind, Err: cause}
-}
-
-func (g *Guard) notifyState(c *StateChange) {
-	if c == nil || g.listener == nil {
-		return
-	}
-	c.Dependency = g.name
-	g.listener.OnStateChange(*c)
+	return r
 }
 
 // errHedgeLost is the cause given to the losing attempt of a hedge.
-var errHedgeLost = errors.New("resilience: hedge lost")
+var errHedgeLost = errors.New("resilience: the other attempt answered first")
 
-// errCallerBound is the cause of a call cut at DoUntil's bound.
-var errCallerBound = fmt.Errorf("resilience: the caller's bound: %w", context.DeadlineExceeded)
+// Fallback runs fb after a guarded call failed with cause, bounded by the
+// guard's FallbackTimeout and ctx's deadline, and reports fallback_success
+// or fallback_failure. fb gets the cause, to choose by its kind; it must
+// not call the dependency that failed.
+func Fallback[T any](ctx context.Context, g *Guard, cause error, fb func(context.Context, error) (T, error)) (T, error) {
+	s := g.cur.Load()
+	ctx, span := g.startSpan(ctx, "fallback ")
+	start := g.clock.Now()
+	fctx, cancel := g.clock.WithDeadline(ctx, start.Add(s.cfg.FallbackTimeout))
+	v, err := fb(fctx, cause)
+	cancel()
+	e := Event{Dependency: g.name, Kind: KindSuccess, Fallback: true, Start: start, Duration: g.clock.Now().Sub(start), Err: err}
+	c := cFallbackSuccess
+	if err != nil {
+		e.Kind, c = KindFailure, cFallbackFailure
+	}
+	s.window.add(start.Add(e.Duration), c)
+	g.tell(ctx, e)
+	endSpan(span, e.Name(), err)
+	return v, err
+}
+
+// RecordCacheLookup counts a last-good lookup made for this dependency's
+// fallback: cache_hit or cache_miss in the window.
+func (g *Guard) RecordCacheLookup(hit bool) {
+	c := cCacheMiss
+	if hit {
+		c = cCacheHit
+	}
+	g.cur.Load().window.add(g.clock.Now(), c)
+}
+
+func (g *Guard) tell(ctx context.Context, e Event) {
+	if g.listener != nil {
+		g.listener.OnEvent(ctx, e)
+	}
+}
+
+func (g *Guard) notify(c *StateChange) {
+	if c != nil && g.listener != nil {
+		c.Dependency = g.name
+		g.listener.OnStateChange(*c)
+	}
+}

@@ -88,6 +88,11 @@ func blockUntilDone(ctx context.Context) (string, error) {
 
 func TestKinds(t *testing.T) {
 	clk := newFakeClock()
+	answerLate := func(ctx context.Context) (string, error) {
+		clk.Advance(5 * time.Millisecond)
+		<-ctx.Done()
+		return "late", nil
+	}
 	tests := []struct {
 		name string
 		cfg  Config
@@ -99,13 +104,13 @@ func TestKinds(t *testing.T) {
 		{"success", Config{}, bg, ok, KindSuccess, nil},
 		{"failure", Config{Retry: RetryConfig{MaxAttempts: 1}}, bg, fail, KindFailure, ErrFailure},
 		{"bad request", Config{}, bg, badReq, KindBadRequest, ErrBadRequest},
-		{"sub-budget timeout", Config{Timeout: 5 * time.Millisecond}, bg, blockUntilDone, KindTimeout, ErrTimeout},
-		{"caller's deadline", Config{Timeout: time.Hour}, withTimeout(5 * time.Millisecond), blockUntilDone, KindDeadline, ErrDeadline},
-		{"no budget left", Config{}, withTimeout(-time.Second), ok, KindDeadline, ErrDeadline},
-		{"answer after budget", Config{Timeout: 5 * time.Millisecond}, bg, func(ctx context.Context) (string, error) {
-			<-ctx.Done()
-			return "late", nil
-		}, KindTimeout, ErrTimeout},
+		{"sub-budget timeout", Config{Timeout: 5 * time.Millisecond}, bg, hang(clk, 5*time.Millisecond), KindTimeout, ErrTimeout},
+		{"caller's deadline", Config{Timeout: time.Hour}, func() (context.Context, context.CancelFunc) { return withDeadline(clk, 5*time.Millisecond) },
+			hang(clk, 5*time.Millisecond), KindDeadline, ErrDeadline},
+		{"caller's deadline equal to the sub-budget", Config{Timeout: 5 * time.Millisecond}, func() (context.Context, context.CancelFunc) { return withDeadline(clk, 5*time.Millisecond) },
+			hang(clk, 5*time.Millisecond), KindDeadline, ErrDeadline},
+		{"no budget left", Config{}, func() (context.Context, context.CancelFunc) { return withDeadline(clk, -time.Second) }, ok, KindDeadline, ErrDeadline},
+		{"answer after budget", Config{Timeout: 5 * time.Millisecond}, bg, answerLate, KindTimeout, ErrTimeout},
 		{"fn's own deadline error", Config{}, bg, func(context.Context) (string, error) {
 			return "", fmt.Errorf("client: %w", context.DeadlineExceeded)
 		}, KindTimeout, ErrTimeout},
@@ -138,9 +143,8 @@ func TestKinds(t *testing.T) {
 
 func bg() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
 
-func withTimeout(d time.Duration) func() (context.Context, context.CancelFunc) {
-	return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
-}
+func inUse(g *Guard) int  { n, _, _ := g.bulkhead.usage(); return n }
+func queued(g *Guard) int { _, _, n := g.bulkhead.usage(); return n }
 
 func TestErrorWrapsCause(t *testing.T) {
 	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 1}})
@@ -318,7 +322,7 @@ func TestListenerMayReadGuardOnStateChange(t *testing.T) {
 	rec := &recorder{}
 	g := mustGuard(t, breakerCfg(), WithClock(clk), WithListener(rec))
 	var snaps []Snapshot
-	rec.onState = func(StateChange) { snaps = append(snaps, g.Snapshot(0)) }
+	rec.onState = func(StateChange) { snaps = append(snaps, g.Snapshot()) }
 	for range 4 {
 		Do(context.Background(), g, fail)
 	}
@@ -346,7 +350,7 @@ func TestBulkheadRejectsAtOnceWhenFull(t *testing.T) {
 	if _, err := Do(context.Background(), g, ok); err != nil {
 		t.Fatalf("after release: %v", err)
 	}
-	if n := g.bulkhead.inUse.Load(); n != 0 {
+	if n := int64(inUse(g)); n != 0 {
 		t.Fatalf("in use %d after all returned", n)
 	}
 }
@@ -363,7 +367,7 @@ func TestBulkheadQueue(t *testing.T) {
 
 	queuedDone := make(chan error, 1)
 	go func() { _, err := Do(context.Background(), g, ok); queuedDone <- err }()
-	waitFor(t, func() bool { return g.bulkhead.queued.Load() == 1 })
+	waitFor(t, func() bool { return queued(g) == 1 })
 	// Queue full: the next one is rejected at once.
 	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
 		t.Fatalf("over the queue: %v", err)
@@ -380,28 +384,15 @@ func TestBulkheadQueue(t *testing.T) {
 		Do(context.Background(), g, func(context.Context) (string, error) { started <- struct{}{}; <-release2; return "", nil })
 	})
 	<-started
+	waits := clk.pending()
 	go func() { _, err := Do(context.Background(), g, ok); queuedDone <- err }()
-	waitFor(t, func() bool { return g.bulkhead.queued.Load() == 1 && clk.pending() == 1 })
+	waitFor(t, func() bool { return queued(g) == 1 && clk.pending() == waits+1 })
 	clk.Advance(time.Second)
 	if err := <-queuedDone; !errors.Is(err, ErrRejected) {
 		t.Fatalf("waited past MaxWait: %v", err)
 	}
 	close(release2)
 	wg.Wait()
-}
-
-func (c *fakeClock) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		t.mu.Lock()
-		if !t.stopped {
-			n++
-		}
-		t.mu.Unlock()
-	}
-	return n
 }
 
 // waitFor polls a condition another goroutine makes true; it bounds the wait
@@ -436,7 +427,7 @@ func TestTimedOutCallKeepsItsSlotUntilItReturns(t *testing.T) {
 		done <- err
 	}()
 	<-expired
-	inUseDuring = g.bulkhead.inUse.Load()
+	inUseDuring = int64(inUse(g))
 	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
 		t.Fatalf("second call got a slot held by unfinished work: %v", err)
 	}
@@ -485,8 +476,7 @@ func TestRetryStopsWhenBudgetCannotHoldAnAttempt(t *testing.T) {
 	for range 5 {
 		Do(context.Background(), g, slow)
 	}
-	clk.Advance(refreshEvery)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := withDeadline(clk, 100*time.Millisecond)
 	defer cancel()
 	n := 0
 	Do(ctx, g, func(context.Context) (string, error) { n++; return "", errBoom })
@@ -560,8 +550,8 @@ func TestHedgeWinsAndLoserIsCancelled(t *testing.T) {
 	default:
 		t.Fatal("Do returned before the losing attempt did")
 	}
-	if g.bulkhead.inUse.Load() != 0 {
-		t.Fatalf("slots leaked: %d", g.bulkhead.inUse.Load())
+	if int64(inUse(g)) != 0 {
+		t.Fatalf("slots leaked: %d", int64(inUse(g)))
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -642,10 +632,10 @@ func TestReconfigureWhileInFlight(t *testing.T) {
 // just finished, the way Do does: the advisor tests need thousands of calls
 // inside one window, which a sequential fake clock could not fit.
 func feed(g *Guard, n int, kind Kind, lat time.Duration) {
-	s := g.cur.Load()
+	c := &call[struct{}]{g: g, s: g.cur.Load(), ctx: context.Background(), span: noSpan}
 	for range n {
 		end := g.clock.Now()
-		g.settle(context.Background(), s, 1, false, ticket{}, kind, end.Add(-lat), end, nil)
+		c.settle(outcome{n: 1, start: end.Add(-lat), end: end, kind: kind})
 	}
 }
 
@@ -662,11 +652,11 @@ func TestAdvisor(t *testing.T) {
 	t.Run("healthy baseline", func(t *testing.T) {
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))
 		feed(g, AdvisorMinSuccesses-1, KindSuccess, 20*time.Millisecond)
-		if s := g.Snapshot(deadline); s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
+		if s := g.Snapshot(); s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
 			t.Fatalf("%d successes: recommended %v %v, warnings %q; want none yet", AdvisorMinSuccesses-1, s.Recommended, s.RecommendedTimeout, s.Warnings)
 		}
 		healthyBaseline(g)
-		s := g.Snapshot(deadline)
+		s := g.Snapshot()
 		// P99 ≈ 20.5 ms, P99.9 ≈ 41 ms (bin upper bounds): max(61, 82) + 50.
 		if !s.Recommended || s.RecommendedTimeout != 132*time.Millisecond {
 			t.Fatalf("recommended %v %v for %+v", s.Recommended, s.RecommendedTimeout, s.SuccessLatency)
@@ -681,7 +671,7 @@ func TestAdvisor(t *testing.T) {
 		// 500 ms is the budget, not the dependency's latency.
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))
 		feed(g, 1, KindTimeout, 500*time.Millisecond)
-		s := g.Snapshot(deadline)
+		s := g.Snapshot()
 		if s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
 			t.Fatalf("one timeout: recommended %v %v, warnings %q", s.Recommended, s.RecommendedTimeout, s.Warnings)
 		}
@@ -690,9 +680,9 @@ func TestAdvisor(t *testing.T) {
 		// are cut off.
 		g = mustGuard(t, logistics, WithClock(newFakeClock()))
 		healthyBaseline(g)
-		before := g.Snapshot(deadline).RecommendedTimeout
+		before := g.Snapshot().RecommendedTimeout
 		feed(g, 50, KindTimeout, 500*time.Millisecond)
-		s = g.Snapshot(deadline)
+		s = g.Snapshot()
 		if s.Breaker != StateOpen {
 			t.Fatalf("breaker %v after 50 timeouts in a row", s.Breaker)
 		}
@@ -702,7 +692,7 @@ func TestAdvisor(t *testing.T) {
 		// Failures dominating with the breaker forced closed: still no advice.
 		g.ForceBreaker(ForceClosed)
 		feed(g, 2000, KindTimeout, 500*time.Millisecond)
-		if s := g.Snapshot(deadline); len(s.Warnings) != 0 {
+		if s := g.Snapshot(); len(s.Warnings) != 0 {
 			t.Fatalf("failures dominate: warnings %q", s.Warnings)
 		}
 	})
@@ -715,7 +705,7 @@ func TestAdvisor(t *testing.T) {
 		// Latency shifts to 300 ms with a 330 ms tail; nothing times out.
 		feed(g, 990, KindSuccess, 300*time.Millisecond)
 		feed(g, 10, KindSuccess, 330*time.Millisecond)
-		s := g.Snapshot(deadline)
+		s := g.Snapshot()
 		if !s.Recommended || s.RecommendedTimeout < 3*300*time.Millisecond || s.RecommendedTimeout%time.Millisecond != 0 {
 			t.Fatalf("recommended %v for %+v", s.RecommendedTimeout, s.SuccessLatency)
 		}
@@ -730,14 +720,29 @@ func TestAdvisor(t *testing.T) {
 			feed(g, 49, KindSuccess, 380*time.Millisecond)
 			feed(g, 1, KindTimeout, 500*time.Millisecond)
 		}
-		s = g.Snapshot(1200 * time.Millisecond) // a page whose deadline the advice no longer fits
-		if s.Breaker != StateClosed || len(s.Warnings) == 0 || !contains(s.Warnings[0], "healthy calls are being cut off") {
+		s = g.Snapshot()
+		if s.Breaker != StateClosed || len(s.Warnings) != 1 || !contains(s.Warnings[0], "healthy calls are being cut off") {
 			t.Fatalf("breaker %v, warnings %q: want the cut-off warning", s.Breaker, s.Warnings)
 		}
-		if !contains(s.Warnings[len(s.Warnings)-1], "does not fit the request deadline") {
-			t.Fatalf("warnings %q: want the deadline warning too (recommended %v)", s.Warnings, s.RecommendedTimeout)
-		}
 	})
+}
+
+// The advice is measured against the calls' end (deadline − reserve), not
+// the page's whole deadline: a sub-budget past it is blind to a hang.
+func TestSnapshotWarnsAtTheCallsEnd(t *testing.T) {
+	clk := newFakeClock()
+	g := mustGuard(t, Config{Timeout: 600 * time.Millisecond}, WithClock(clk), WithCallsEnd(1400*time.Millisecond))
+	feed(g, 1000, KindSuccess, 450*time.Millisecond) // P99 ≈ 459 ms: the rule says ≈ 1427 ms
+	s := g.Snapshot()
+	if s.RecommendedTimeout <= 1400*time.Millisecond || s.RecommendedTimeout >= 1500*time.Millisecond {
+		t.Fatalf("recommended %v: the test wants it between the calls' end and the deadline", s.RecommendedTimeout)
+	}
+	if len(s.Warnings) != 2 || !contains(s.Warnings[1], "reaches the calls' end 1.4s") {
+		t.Fatalf("warnings %q: want the calls' end warning", s.Warnings)
+	}
+	if s := mustGuard(t, Config{Timeout: 500 * time.Millisecond}, WithClock(clk)).Snapshot(); len(s.Warnings) != 0 {
+		t.Fatalf("no calls' end, no feed: warnings %q", s.Warnings)
+	}
 }
 
 func TestConfigValidateNamesKey(t *testing.T) {

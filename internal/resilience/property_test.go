@@ -40,11 +40,8 @@ func TestPropertyBulkheadNeverOversubscribed(t *testing.T) {
 		if p := peak.Load(); p > int64(capacity) {
 			t.Fatalf("%d calls ran at once, capacity %d", p, capacity)
 		}
-		if n := g.bulkhead.inUse.Load(); n != 0 {
-			t.Fatalf("%d slots still taken", n)
-		}
-		if n := g.bulkhead.queued.Load(); n != 0 {
-			t.Fatalf("%d calls still queued", n)
+		if n, _, q := g.bulkhead.usage(); n != 0 || q != 0 {
+			t.Fatalf("%d slots still taken, %d calls still queued", n, q)
 		}
 	})
 }
@@ -142,14 +139,14 @@ func TestPropertyRetriesWithinBudget(t *testing.T) {
 // the tighter of the sub-budget and the caller's deadline, however the two
 // compare and with a hedge or not, and the call returns once its attempts
 // are cut off (fn blocks until cancelled: a guard that ignored its budget
-// would wait forever). The bound is read from each attempt's context, not
-// measured: a loaded machine changes when a deadline fires, not what it is.
+// would wait forever).
 func TestPropertyNoCallOutlivesItsBudget(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		timeout := time.Duration(rapid.IntRange(1, 15).Draw(t, "timeout_ms")) * time.Millisecond
 		deadline := time.Duration(rapid.IntRange(1, 15).Draw(t, "deadline_ms")) * time.Millisecond
 		hedge := rapid.Bool().Draw(t, "hedge")
-		g, err := New("p", Config{Timeout: timeout, Hedge: HedgeConfig{Enabled: hedge, MinDelay: time.Millisecond}})
+		clk := newFakeClock()
+		g, err := New("p", Config{Timeout: timeout, Hedge: HedgeConfig{Enabled: hedge, MinDelay: time.Millisecond}}, WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +154,7 @@ func TestPropertyNoCallOutlivesItsBudget(t *testing.T) {
 		var mu sync.Mutex
 		var late []string
 		fn := func(ctx context.Context) (string, error) {
-			called := time.Now()
+			called := clk.Now()
 			dl, ok := ctx.Deadline()
 			if !ok || dl.After(called.Add(budget)) {
 				mu.Lock()
@@ -167,10 +164,11 @@ func TestPropertyNoCallOutlivesItsBudget(t *testing.T) {
 					return "", errBoom // blocking would hang the test
 				}
 			}
+			clk.Advance(budget)
 			<-ctx.Done()
 			return "", ctx.Err()
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		ctx, cancel := withDeadline(clk, deadline)
 		defer cancel()
 		_, err = Do(ctx, g, fn)
 		mu.Lock()

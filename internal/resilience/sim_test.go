@@ -10,61 +10,61 @@ import (
 
 // A discrete-event simulation of traffic through a Guard on the fake clock.
 // Calls overlap as they would in production (arrivals at a rate, each in
-// flight for its latency, the bulkhead full when they pile up). Admission
-// mirrors Do (breaker, then a bulkhead slot) and every finished attempt goes
-// through the guard's own settle, so the breaker, its trip and its window
-// are the production code; only the waiting is simulated, which makes a run
-// fast and a pure function of its seed.
+// flight for its latency, the bulkhead full when they pile up). Each call
+// is admitted by the guard's own admit (budget, breaker, bulkhead) and each
+// finished attempt goes through its own settle, so the breaker, its trip
+// and its window are the production code; only the waiting is simulated,
+// which makes a run fast and a pure function of its seed.
 //
 // The sub-budget is modelled here: a call whose latency reaches simBudget
 // ends then as a timeout.
 
 const simBudget = 500 * time.Millisecond
 
-// outcome is one call's fate, drawn when it starts: how long the dependency
-// takes, and whether it then fails.
-type outcome struct {
+// fate is one call's, drawn when it starts: how long the dependency takes,
+// and whether it then fails.
+type fate struct {
 	latency time.Duration
 	fail    bool
 }
 
 // model draws a call's outcome; at is the call's start since the run began.
-type model func(r *rand.Rand, at time.Duration) outcome
+type model func(r *rand.Rand, at time.Duration) fate
 
 // Noise models of a healthy dependency (base latency 50 ms).
 var (
-	noiseErrors = func(r *rand.Rand, _ time.Duration) outcome { // 2 % errors
-		return outcome{latency: 50 * time.Millisecond, fail: r.Float64() < 0.02}
+	noiseErrors = func(r *rand.Rand, _ time.Duration) fate { // 2 % errors
+		return fate{latency: 50 * time.Millisecond, fail: r.Float64() < 0.02}
 	}
-	noiseJitter = func(r *rand.Rand, _ time.Duration) outcome { // ±30 ms
-		return outcome{latency: 50*time.Millisecond + time.Duration(r.Int64N(int64(60*time.Millisecond)+1)) - 30*time.Millisecond}
+	noiseJitter = func(r *rand.Rand, _ time.Duration) fate { // ±30 ms
+		return fate{latency: 50*time.Millisecond + time.Duration(r.Int64N(int64(60*time.Millisecond)+1)) - 30*time.Millisecond}
 	}
-	noiseStalls = func(r *rand.Rand, _ time.Duration) outcome { // 5 % stall to the budget
+	noiseStalls = func(r *rand.Rand, _ time.Duration) fate { // 5 % stall to the budget
 		if r.Float64() < 0.05 {
-			return outcome{latency: simBudget}
+			return fate{latency: simBudget}
 		}
-		return outcome{latency: 50 * time.Millisecond}
+		return fate{latency: 50 * time.Millisecond}
 	}
 )
 
 // faultAt is healthy (50 ms) until onset, then hangs or fails hard until heal
 // (0: never heals).
 func faultAt(onset, heal time.Duration, hang bool) model {
-	return func(_ *rand.Rand, at time.Duration) outcome {
+	return func(_ *rand.Rand, at time.Duration) fate {
 		if at < onset || (heal > 0 && at >= heal) {
-			return outcome{latency: 50 * time.Millisecond}
+			return fate{latency: 50 * time.Millisecond}
 		}
 		if hang {
-			return outcome{latency: time.Hour}
+			return fate{latency: time.Hour}
 		}
-		return outcome{latency: 2 * time.Millisecond, fail: true}
+		return fate{latency: 2 * time.Millisecond, fail: true}
 	}
 }
 
 type simCall struct {
 	start, end time.Duration
 	kind       Kind // what the dependency answered, or why it was turned away
-	t          ticket
+	c          *call[struct{}]
 }
 
 type eventHeap []*simCall
@@ -125,7 +125,6 @@ func simulateArrivals(cfg Config, rate float64, dur time.Duration, seed uint64, 
 	if err != nil {
 		panic(err)
 	}
-	s := g.cur.Load()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	res := simResult{firstBad: -1, start: clk.Now()}
@@ -140,53 +139,44 @@ func simulateArrivals(cfg Config, rate float64, dur time.Duration, seed uint64, 
 	}
 	for next < dur {
 		if h.Len() > 0 && h[0].end <= next {
-			c := heap.Pop(&h).(*simCall)
-			end := at(c.end)
+			sc := heap.Pop(&h).(*simCall)
+			end := at(sc.end)
 			g.bulkhead.release()
-			g.settle(ctx, s, 1, false, c.t, c.kind, res.start.Add(c.start), end, nil)
-			if (c.kind == KindFailure || c.kind == KindTimeout) && res.firstBad < 0 {
-				res.firstBad = c.end
+			sc.c.settle(outcome{n: 1, start: res.start.Add(sc.start), end: end, kind: sc.kind})
+			if (sc.kind == KindFailure || sc.kind == KindTimeout) && res.firstBad < 0 {
+				res.firstBad = sc.end
 			}
 			continue
 		}
 		now := at(next)
-		c := &simCall{start: next}
-		res.all = append(res.all, c)
+		sc := &simCall{start: next}
+		res.all = append(res.all, sc)
 		res.calls++
 		if poisson {
 			next += time.Duration(rng.ExpFloat64() * float64(gap))
 		} else {
 			next += gap/2 + time.Duration(rng.Int64N(int64(gap)+1))
 		}
-		o := m(rng, c.start)
-		// As Do admits: breaker first, then a slot.
-		t, ok, change := g.breaker.allow(now, &s.cfg.Breaker)
-		g.notifyState(change)
-		if !ok {
-			c.kind = KindShortCircuited
-			g.refuse(ctx, s, now, c.kind, nil)
-			res.shortCircuited++
-			continue
-		}
-		if !g.bulkhead.tryAcquire() {
-			if t.probe {
-				g.notifyState(g.breaker.onProbeDone(t, false, true, now, &s.cfg.Breaker))
+		f := m(rng, sc.start)
+		sc.c = &call[struct{}]{g: g, s: g.cur.Load(), ctx: ctx, span: noSpan, start: now, end: now.Add(simBudget)}
+		if err := sc.c.admit(); err != nil {
+			sc.kind = KindOf(err)
+			if sc.kind == KindShortCircuited {
+				res.shortCircuited++
+			} else {
+				res.rejected++
 			}
-			c.kind = KindRejected
-			g.refuse(ctx, s, now, c.kind, nil)
-			res.rejected++
 			continue
 		}
-		c.t = t
 		switch {
-		case o.latency >= simBudget:
-			c.end, c.kind = c.start+simBudget, KindTimeout
-		case o.fail:
-			c.end, c.kind = c.start+o.latency, KindFailure
+		case f.latency >= simBudget:
+			sc.end, sc.kind = sc.start+simBudget, KindTimeout
+		case f.fail:
+			sc.end, sc.kind = sc.start+f.latency, KindFailure
 		default:
-			c.end, c.kind = c.start+o.latency, KindSuccess
+			sc.end, sc.kind = sc.start+f.latency, KindSuccess
 		}
-		heap.Push(&h, c)
+		heap.Push(&h, sc)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -6,88 +6,52 @@ import (
 )
 
 // Snapshot is a guard's state and rolling statistics at one instant, for
-// /v1/resilience, the dashboard and the admin API.
+// /v1/resilience, the dashboard, the metrics and the admin API.
 type Snapshot struct {
 	Name    string
 	Breaker State
-	// Counts per event name over the rolling window (success, failure,
-	// timeout, short_circuited, rejected, bad_request, deadline, slow, retry,
-	// hedge, fallback_success, fallback_failure, cache_hit, cache_miss).
+	// Counts over the window by event name: the kinds, slow, retry, hedge,
+	// fallback_success, fallback_failure, cache_hit and cache_miss.
 	Counts map[string]int64
-	// ErrorPercent is failures and timeouts over calls that reached the
-	// dependency, in the window.
+	// ErrorPercent is failures and timeouts over the calls that reached
+	// the dependency.
 	ErrorPercent float64
-	// Latency of every attempt that reached the dependency, timeouts
-	// included: what the calls cost.
-	Latency Percentiles
-	// SuccessLatency of successful attempts only: the advisor's input.
-	SuccessLatency Percentiles
-	InUse          int64
-	Capacity       int64
-	Queued         int64
-	// Timeout is the sub-budget in force: with AutoTimeout, the value the
-	// guard has learnt so far, within [TimeoutMin, TimeoutMax].
-	Timeout time.Duration
-	// AutoTimeout: the sub-budget follows the rule (timeout: auto).
-	// TimeoutMin and TimeoutMax are its effective bounds (timeout_max 0
-	// resolved to timeout, both cut to the ceiling); zero when fixed.
+	// Latency of every attempt that reached the dependency; SuccessLatency
+	// of the successful ones only, the advisor's input.
+	Latency, SuccessLatency Percentiles
+	InUse, Capacity, Queued int64
+	// Timeout is the sub-budget in force. With AutoTimeout it is the value
+	// learnt so far, within TimeoutMin and TimeoutMax (zero when fixed).
+	Timeout                time.Duration
 	AutoTimeout            bool
 	TimeoutMin, TimeoutMax time.Duration
 	// Recommended is false while the window holds fewer than
-	// AdvisorMinSuccesses successful calls: too few to judge a tail.
-	Recommended bool
-	// RecommendedTimeout = max(3×P99, 2×P99.9) + TimeoutMargin over the
-	// window's successful calls, rounded up to the millisecond; 0 unless
-	// Recommended.
+	// AdvisorMinSuccesses successful calls; RecommendedTimeout is then 0.
+	Recommended        bool
 	RecommendedTimeout time.Duration
-	// Warnings explain when the configured timeout and the observed latency
-	// disagree. There are none while the breaker is open or half-open, or
-	// while failures and timeouts outnumber successes: the latency of a
-	// sick dependency says nothing about the right timeout for a healthy one.
+	// Warnings say when the timeout and the observed latency disagree.
+	// There are none while the breaker is open or half-open, or while
+	// failures and timeouts outnumber successes.
 	Warnings []string
 }
 
 // AdvisorMinSuccesses is how many successful calls the window must hold
-// before a timeout is recommended: with fewer, P99.9 is a guess.
+// before a timeout is recommended.
 const AdvisorMinSuccesses = 100
 
-var counterNames = [numCounters]string{
-	cSuccess:         "success",
-	cFailure:         "failure",
-	cTimeout:         "timeout",
-	cShortCircuited:  "short_circuited",
-	cRejected:        "rejected",
-	cBadRequest:      "bad_request",
-	cDeadline:        "deadline",
-	cSlow:            "slow",
-	cRetry:           "retry",
-	cHedge:           "hedge",
-	cFallbackSuccess: "fallback_success",
-	cFallbackFailure: "fallback_failure",
-	cCacheHit:        "cache_hit",
-	cCacheMiss:       "cache_miss",
-}
-
-// Snapshot reads the guard's state. requestDeadline is the whole request's
-// budget, used to warn when the recommended timeout no longer fits in it
-// (0 skips that check).
-func (g *Guard) Snapshot(requestDeadline time.Duration) Snapshot {
+// Snapshot reads the guard's state.
+func (g *Guard) Snapshot() Snapshot {
 	s := g.cur.Load()
 	now := g.clock.Now()
 	c := s.window.counts(now, time.Time{})
+	inUse, capacity, queued := g.bulkhead.usage()
 	snap := Snapshot{
-		Name:           g.name,
-		Breaker:        g.breaker.reported(),
-		Counts:         make(map[string]int64, numCounters),
-		Latency:        s.window.histogram(now, false).percentiles(),
-		SuccessLatency: s.window.histogram(now, true).percentiles(),
-		InUse:          g.bulkhead.inUse.Load(),
-		Capacity:       g.bulkhead.capacity.Load(),
-		Queued:         g.bulkhead.queued.Load(),
-		Timeout:        g.timeout(s),
+		Name: g.name, Breaker: g.breaker.reported(), Counts: make(map[string]int64, numCounters),
+		Latency: s.window.latencies(now, false).percentiles(), SuccessLatency: s.window.latencies(now, true).percentiles(),
+		InUse: int64(inUse), Capacity: int64(capacity), Queued: int64(queued),
+		Timeout: g.inForce(s), AutoTimeout: s.cfg.AutoTimeout,
 	}
-	if s.cfg.AutoTimeout {
-		snap.AutoTimeout = true
+	if snap.AutoTimeout {
 		snap.TimeoutMin, snap.TimeoutMax = g.autoBounds(&s.cfg)
 	}
 	for i, n := range c {
@@ -102,40 +66,34 @@ func (g *Guard) Snapshot(requestDeadline time.Duration) Snapshot {
 	}
 	snap.Recommended = true
 	snap.RecommendedTimeout = RecommendTimeout(snap.SuccessLatency, s.cfg.TimeoutMargin)
-	healthy := (snap.Breaker == StateClosed || snap.Breaker == StateForcedClosed) &&
-		c[cFailure]+c[cTimeout] < c[cSuccess]
-	if !healthy {
+	if st := snap.Breaker; (st != StateClosed && st != StateForcedClosed) || c[cFailure]+c[cTimeout] >= c[cSuccess] {
 		return snap
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	// An adaptive sub-budget below the rule is on its way up; only one held
-	// at its ceiling needs an operator.
-	if snap.RecommendedTimeout > snap.Timeout && (!snap.AutoTimeout || snap.Timeout >= snap.TimeoutMax) {
-		// Timeouts at the rate a healthy tail would produce (over 0.1 %,
-		// the background reading's target) while successes reach close to
-		// the budget: the timeout cuts off calls that would have answered.
-		// Without such timeouts the timeout is only tighter than the rule.
-		if c[cTimeout]*1000 >= calls {
-			snap.Warnings = append(snap.Warnings, fmt.Sprintf(
-				"timeout %v is below the recommended %v and %.1f%% of calls time out: healthy calls are being cut off (successful calls reach P99.9 %v)",
-				ms(snap.Timeout), snap.RecommendedTimeout, float64(c[cTimeout])*100/float64(calls), ms(snap.SuccessLatency.P999)))
-		} else {
-			snap.Warnings = append(snap.Warnings, fmt.Sprintf(
-				"timeout %v is below the recommended %v (max(3×P99, 2×P99.9) + margin over %d successful calls)",
-				ms(snap.Timeout), snap.RecommendedTimeout, snap.SuccessLatency.Count))
-		}
-	}
-	if requestDeadline > 0 && snap.RecommendedTimeout >= requestDeadline {
+	// An adaptive sub-budget below the rule is on its way up, unless held
+	// at its ceiling. Over 0.1% of calls timing out means healthy calls
+	// are cut off; otherwise the timeout is only tighter than the rule.
+	switch {
+	case snap.RecommendedTimeout <= snap.Timeout || (snap.AutoTimeout && snap.Timeout < snap.TimeoutMax):
+	case c[cTimeout]*1000 >= calls:
 		snap.Warnings = append(snap.Warnings, fmt.Sprintf(
-			"recommended timeout %v does not fit the request deadline %v: the dependency is too slow for this page",
-			snap.RecommendedTimeout, ms(requestDeadline)))
+			"timeout %v is below the recommended %v and %.1f%% of calls time out: healthy calls are being cut off (successful calls reach P99.9 %v)",
+			ms(snap.Timeout), snap.RecommendedTimeout, float64(c[cTimeout])*100/float64(calls), ms(snap.SuccessLatency.P999)))
+	default:
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf(
+			"timeout %v is below the recommended %v (max(3×P99, 2×P99.9) + margin over %d successful calls)",
+			ms(snap.Timeout), snap.RecommendedTimeout, snap.SuccessLatency.Count))
+	}
+	if g.callsEnd > 0 && snap.RecommendedTimeout >= g.callsEnd {
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf(
+			"recommended timeout %v reaches the calls' end %v (deadline − reserve), where a cut is the page's DEADLINE and the breaker sees nothing: the dependency is too slow for this page",
+			snap.RecommendedTimeout, ms(g.callsEnd)))
 	}
 	return snap
 }
 
-// RecommendTimeout is the background reading's rule:
-// max(3×P99, 2×P99.9) plus a margin for jitter, rounded up to the
-// millisecond (never below the rule, and no false precision).
+// RecommendTimeout is max(3×P99, 2×P99.9) plus a margin, rounded up to the
+// millisecond.
 func RecommendTimeout(p Percentiles, margin time.Duration) time.Duration {
 	d := max(3*p.P99, 2*p.P999) + margin
 	if r := d % time.Millisecond; r != 0 {

@@ -173,22 +173,15 @@ func mustSample(t *testing.T, fams map[string]*dto.MetricFamily, name string, la
 	return v
 }
 
-// instantClock is the real clock except that timers fire at once, so a
+// instantClock is the real clock except that waits end at once, so a
 // guard's retry backoff takes no time in tests.
-type instantClock struct{}
+type instantClock struct{ resilience.SystemClock }
 
-func (instantClock) Now() time.Time { return time.Now() }
-
-func (instantClock) NewTimer(time.Duration) resilience.Timer {
+func (instantClock) After(time.Duration) <-chan time.Time {
 	c := make(chan time.Time, 1)
 	c <- time.Now()
-	return firedTimer(c)
+	return c
 }
-
-type firedTimer chan time.Time
-
-func (f firedTimer) C() <-chan time.Time { return f }
-func (f firedTimer) Stop() bool          { return false }
 
 func slogJSON(w io.Writer) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
 

@@ -152,14 +152,16 @@ func TestLimiter(t *testing.T) {
 	}
 }
 
-// stepClock is a resilience.Clock that moves only when told; its timers
-// use real time (the calls below never wait on one).
+// stepClock is a resilience.Clock that moves only when told; its waits and
+// deadlines last as long in real time (the calls below never wait on one).
 type stepClock struct{ now *fakeNow }
 
 func (c stepClock) Now() time.Time { return c.now.Now() }
 
-func (stepClock) NewTimer(d time.Duration) resilience.Timer {
-	return resilience.SystemClock{}.NewTimer(d)
+func (stepClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (c stepClock) WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.Sub(c.Now()))
 }
 
 // TestAdaptiveTimeoutThroughGuard drives a real guard with timeout: auto

@@ -373,7 +373,7 @@ func (t *Telemetry) ObserveGuards(guards []*resilience.Guard) error {
 	t.zeroSeries(names)
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for i, g := range guards {
-			s := g.Snapshot(0)
+			s := g.Snapshot()
 			o.ObserveInt64(state, breakerValue(s.Breaker), attrs[i])
 			o.ObserveInt64(inUse, s.InUse, attrs[i])
 			o.ObserveInt64(capacity, s.Capacity, attrs[i])

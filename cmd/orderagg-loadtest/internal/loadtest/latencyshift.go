@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
@@ -128,7 +127,7 @@ func (r *shiftRun) startServices(ctx context.Context, simURL, redisURL string) (
 		stepAuto: func(d *config.Dependencies) {
 			d.Update(sim.ServiceLogistics, func(x *config.Dependency) {
 				x.Bulkhead.MaxConcurrent = r.bulkhead
-				resilience.TimeoutSetting{Auto: true}.Apply(&x.Config)
+				x.AutoTimeout = true
 				x.TimeoutMax = shiftAutoMax
 			})
 		},
