@@ -159,18 +159,20 @@ type Bounds struct{ Deadline, Reserve time.Duration }
 // CallsEnd is when, after a page starts, its calls are cut: Deadline − Reserve.
 func (b Bounds) CallsEnd() time.Duration { return b.Deadline - b.Reserve }
 
-// Validate reports every invalid setting on one line, each a *KeyError
-// naming its key ("dependencies.coupon.breaker.window"), sorted by key.
-// Beside each guard's own rules (resilience.Config.Validate) it refuses what
-// would blind a breaker: a timeout or timeout_max at or past b.CallsEnd()
-// (the call would end as the page's DEADLINE, which no breaker counts), and
-// a reserve or fallback_timeout not longer than cache.timeout (a last-good
+// Validate reports every invalid setting on one line, sorted by key, each
+// naming its key ("dependencies.coupon.breaker.window: …"). Beside each
+// guard's own rules (resilience.Config.Validate) it refuses what would
+// blind a breaker: a timeout or timeout_max at or past b.CallsEnd() (the
+// call would end as the page's DEADLINE, which no breaker counts), and a
+// reserve or fallback_timeout not longer than cache.timeout (a last-good
 // read would be cut before its own guard times it out). Start-up, SIGHUP
 // reload and admin PATCH run it before putting settings in force.
-func (d Dependencies) Validate(b Bounds) error {
-	var errs errList
+func (d Dependencies) Validate(b Bounds) error { return d.problems(b).orNil() }
+
+func (d Dependencies) problems(b Bounds) problems {
+	var ps problems
 	bad := func(key string, format string, args ...any) {
-		errs = append(errs, &KeyError{Key: key, Err: fmt.Errorf(format, args...)})
+		ps = append(ps, problem{key: key, msg: fmt.Sprintf(format, args...)})
 	}
 	reserve := "--reserve (" + EnvName(EnvPrefix, "reserve") + ")"
 	if b.Reserve >= b.Deadline {
@@ -187,9 +189,11 @@ func (d Dependencies) Validate(b Bounds) error {
 			bad(key, "missing (start from DefaultDependencies)")
 			continue
 		}
-		for _, err := range unjoin(dep.Config.Validate()) {
-			k, msg, _ := strings.Cut(err.Error(), ": ")
-			bad(key+"."+k, "%s", msg)
+		if err := dep.Config.Validate(); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") { // errors.Join's "key: message" lines
+				k, msg, _ := strings.Cut(line, ": ")
+				bad(key+"."+k, "%s", msg)
+			}
 		}
 		for k, v := range map[string]time.Duration{"timeout": dep.Timeout, "timeout_max": dep.TimeoutMax} {
 			if v >= b.CallsEnd() {
@@ -206,8 +210,8 @@ func (d Dependencies) Validate(b Bounds) error {
 			bad(key+".fallback_timeout", "%v must be longer than dependencies.cache.timeout %v", dep.FallbackTimeout, cache.Timeout)
 		}
 	}
-	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.(*KeyError).Key, b.(*KeyError).Key) })
-	return errs.orNil()
+	slices.SortStableFunc(ps, func(a, b problem) int { return strings.Compare(a.key, b.key) })
+	return ps
 }
 
 // Patch returns a copy of d with the named dependency's settings patched by
@@ -229,12 +233,11 @@ func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, e
 	var te *yaml.TypeError
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
-		err = errors.New(`empty body: send an object of settings such as {"timeout":"300ms"}`)
-		fallthrough
-	case err != nil && !errors.As(err, &te):
-		return Dependencies{}, &KeyError{Key: "dependencies." + name, Err: oneLine(err)}
+		return Dependencies{}, fmt.Errorf(`dependencies.%s: empty body: send an object of settings such as {"timeout":"300ms"}`, name)
+	case errors.As(err, &te):
+		return Dependencies{}, fmt.Errorf("dependencies.%s: %s", name, strings.Join(te.Errors, "; "))
 	case err != nil:
-		return Dependencies{}, &KeyError{Key: "dependencies." + name, Err: errors.New(strings.Join(te.Errors, "; "))}
+		return Dependencies{}, fmt.Errorf("dependencies.%s: %s", name, strings.Join(strings.Fields(err.Error()), " "))
 	}
 	out := d
 	out.Set(name, next)
@@ -303,24 +306,6 @@ func flatten(prefix string, m map[string]any) map[string]any {
 	return out
 }
 
-// KeyError is a problem with one setting: its key path
-// ("dependencies.coupon.breaker.window", or a flag such as "--reserve") and,
-// when it comes from a file, the key's line (0 otherwise).
-type KeyError struct {
-	Key  string
-	Line int
-	Err  error
-}
-
-func (e *KeyError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s (line %d): %v", e.Key, e.Line, e.Err)
-	}
-	return fmt.Sprintf("%s: %v", e.Key, e.Err)
-}
-
-func (e *KeyError) Unwrap() error { return e.Err }
-
 // LoadFile reads the YAML file at path (one top-level key, dependencies,
 // then one section per name of Names) and lays it over base, normally
 // DefaultDependencies, so a key removed from the file returns to its default
@@ -334,32 +319,45 @@ func LoadFile(path string, base Dependencies, b Bounds) (Dependencies, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return Dependencies{}, fmt.Errorf("config file %s: %s", path, oneLine(err))
+		return Dependencies{}, fmt.Errorf("config file %s: %s", path, strings.Join(strings.Fields(err.Error()), " "))
 	}
+	keys, lines := keyLines(&doc)
+	var ps problems
 	var strict struct {
 		Dependencies map[string]Dependency `yaml:"dependencies"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err = dec.Decode(&strict); errors.Is(err, io.EOF) {
-		err = nil
+	if err := dec.Decode(&strict); err != nil && !errors.Is(err, io.EOF) {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return Dependencies{}, fmt.Errorf("config file %s: %v", path, err)
+		}
+		for _, msg := range te.Errors { // "line 4: field windw not found in type config.section"
+			var line int
+			fmt.Sscanf(msg, "line %d:", &line)
+			ps = append(ps, problem{cmp.Or(keys[line], "(top level)"), line, strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", line))})
+		}
 	}
 	// The strict decode starts each section from zero; lay them over base.
 	deps, sections := base, find(&doc, "dependencies")
-	for i := 0; err == nil && sections != nil && i+1 < len(sections.Content); i += 2 {
+	for i := 0; len(ps) == 0 && sections != nil && i+1 < len(sections.Content); i += 2 {
 		k, v := sections.Content[i], sections.Content[i+1]
-		dep, ok := base.Get(k.Value)
-		if !ok {
-			err = &KeyError{Key: "dependencies." + k.Value, Line: k.Line, Err: fmt.Errorf("unknown dependency (known: %s)", strings.Join(base.Names(), ", "))}
-		} else if err = v.Decode(&dep); err == nil {
+		if dep, ok := base.Get(k.Value); !ok {
+			ps = append(ps, problem{"dependencies." + k.Value, k.Line, "unknown dependency (known: " + strings.Join(base.Names(), ", ") + ")"})
+		} else {
+			_ = v.Decode(&dep) // the strict decode above found it sound
 			deps.Set(k.Value, dep)
 		}
 	}
-	if err == nil {
-		err = deps.Validate(b)
+	if len(ps) == 0 {
+		ps = deps.problems(b)
+		for i := range ps {
+			ps[i].line = lines[ps[i].key]
+		}
 	}
-	if err != nil {
-		return Dependencies{}, fmt.Errorf("config file %s: %w", path, located(err, &doc))
+	if len(ps) > 0 {
+		return Dependencies{}, fmt.Errorf("config file %s: %w", path, ps)
 	}
 	return deps, nil
 }
@@ -427,61 +425,31 @@ func find(doc *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// located turns yaml's type errors ("line 4: field windw not found …") into
-// KeyErrors naming the key on that line, and gives other KeyErrors their
-// key's line.
-func located(err error, doc *yaml.Node) error {
-	keys, lines := keyLines(doc)
-	var out errList
-	for _, e := range unjoin(err) {
-		var te *yaml.TypeError
-		var ke *KeyError
-		switch {
-		case errors.As(e, &te):
-			for _, msg := range te.Errors {
-				var line int
-				fmt.Sscanf(msg, "line %d:", &line)
-				out = append(out, &KeyError{Key: cmp.Or(keys[line], "(top level)"), Line: line, Err: errors.New(strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", line)))})
-			}
-		case errors.As(e, &ke) && ke.Line == 0:
-			ke.Line = lines[ke.Key]
-			fallthrough
-		default:
-			out = append(out, e)
-		}
-	}
-	return out.orNil()
+// problem is one invalid setting: its key ("dependencies.coupon.timeout",
+// or a flag such as "--reserve"), its line in a file (0: none) and what is
+// wrong with it.
+type problem struct {
+	key  string
+	line int
+	msg  string
 }
 
-// errList is several errors on one line: start-up errors must be one line.
-type errList []error
+// problems is an error of several problems on one line.
+type problems []problem
 
-func (l errList) Error() string {
-	parts := make([]string, len(l))
-	for i, err := range l {
-		parts[i] = err.Error()
+func (ps problems) Error() string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		if parts[i] = p.key + ": " + p.msg; p.line > 0 {
+			parts[i] = fmt.Sprintf("%s (line %d): %s", p.key, p.line, p.msg)
+		}
 	}
 	return strings.Join(parts, "; ")
 }
 
-func (l errList) Unwrap() []error { return l }
-
-func (l errList) orNil() error {
-	if len(l) == 0 {
+func (ps problems) orNil() error {
+	if len(ps) == 0 {
 		return nil
 	}
-	return l
+	return ps
 }
-
-// unjoin lists the errors err joins (itself if it joins none).
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	if err == nil {
-		return nil
-	}
-	return []error{err}
-}
-
-func oneLine(err error) error { return errors.New(strings.Join(strings.Fields(err.Error()), " ")) }
