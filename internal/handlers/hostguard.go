@@ -18,6 +18,7 @@ import (
 // GET, HEAD and OPTIONS) is refused with 403 when its Origin names a host
 // that is neither loopback nor allowed, or, without an Origin, when
 // Sec-Fetch-Site says cross-site.
+//
 // The zero HostGuard serves everything; it is safe for concurrent use.
 type HostGuard struct {
 	loopbackOnly bool
@@ -25,9 +26,9 @@ type HostGuard struct {
 	allowed      map[string]bool // lower-case host names, without port
 }
 
-// NewHostGuard returns the HostGuard of a listener bound to listen. allowed are extra
-// host names served (case-insensitive; a port given is ignored); "*" allows
-// any host.
+// NewHostGuard returns the HostGuard of a listener bound to listen. allowed
+// are extra host names served (case-insensitive; a port given is ignored);
+// "*" allows any host.
 func NewHostGuard(listen net.Addr, allowed []string) *HostGuard {
 	g := &HostGuard{allowed: map[string]bool{}}
 	if tcp, ok := listen.(*net.TCPAddr); ok {
