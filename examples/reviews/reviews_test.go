@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -130,7 +131,7 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 	settings.Timeout = 100 * time.Millisecond // keep the hang test quick
 
 	// What serve.go's loop over downstream.Registered() does for the entry.
-	section, closeClient, err := reviews.Entry.Build(downstream.Config{BaseURL: baseURL},
+	section, closeClient, err := reviews.Entry.New(reviews.Entry, downstream.Config{BaseURL: baseURL},
 		guard(t, reviews.Entry.Name, settings), reviews.Entry.CacheMaxAge)
 	if err != nil {
 		t.Fatal(err)
@@ -140,10 +141,10 @@ func page(t *testing.T, baseURL string) func(id string) (int, http.Header, map[s
 		t.Fatalf("section %q, max age %v", section.Name(), section.MaxAge())
 	}
 
-	core := orderdetail.NewCore(guard(t, "order", resilience.Config{Timeout: time.Second}), time.Hour,
-		func(_ context.Context, id string) (orderdetail.Order, error) {
-			return orderdetail.Order{ID: id, Status: "PAID", Currency: "EUR", Items: []orderdetail.OrderItem{{SKU: "SKU-1", Quantity: 1}, {SKU: "SKU-2", Quantity: 2}}}, nil
-		})
+	core := orderdetail.NewCore(orderdetail.Spec[downstream.Order]{Name: "order", Guard: guard(t, "order", resilience.Config{Timeout: time.Second}), MaxAge: time.Hour,
+		Fetch: func(_ context.Context, id string) (downstream.Order, error) {
+			return downstream.Order{ID: id, Status: "PAID", Currency: "EUR", Items: []downstream.OrderItem{{SKU: "SKU-1", Quantity: 1}, {SKU: "SKU-2", Quantity: 2}}}, nil
+		}})
 	agg, err := orderdetail.New(orderdetail.Config{
 		Core:       core,
 		Sections:   []*orderdetail.Downstream{section},
@@ -331,7 +332,7 @@ func TestDecodeAccepts(t *testing.T) {
 		"unknown fields":         {`{"order_id":"o-1","page":1,"reviews":[{"sku":"A","author":"Ana","rating":1,"text":"",` + at + `,"helpful":3}]}`, 1, ptr(1)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, err := reviews.API.Decode([]byte(tc.body), "o-1")
+			r, err := decode([]byte(tc.body), "o-1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -356,33 +357,31 @@ func TestDecodeRejects(t *testing.T) {
 	for name, tc := range map[string]struct{ body, says string }{
 		"wrong order id":       {`{"order_id":"o-2","reviews":[]}`, `order_id "o-2" is not the requested "o-1"`},
 		"no order id":          {`{"reviews":[]}`, "order_id is missing"},
-		"empty order id":       {`{"order_id":"","reviews":[]}`, "order_id is empty"},
+		"empty order id":       {`{"order_id":"","reviews":[]}`, `order_id "" is not the requested "o-1"`},
 		"no reviews list":      {`{"order_id":"o-1"}`, "reviews is missing"},
 		"null reviews list":    {`{"order_id":"o-1","reviews":null}`, "reviews is missing"},
-		"rating 0":             {review(ok + `"rating":0,` + at), "reviews[0].rating is 0, below 1"},
-		"rating 6":             {review(ok + `"rating":6,` + at), "reviews[0].rating is 6, above 5"},
-		"no rating":            {review(ok + at), "reviews[0].rating is missing"},
+		"rating 0":             {review(ok + `"rating":0,` + at), "reviews[0].rating is not 1 to 5"},
+		"rating 6":             {review(ok + `"rating":6,` + at), "reviews[0].rating is not 1 to 5"},
+		"no rating":            {review(ok + at), "reviews[0].rating is not 1 to 5"},
 		"no time":              {review(ok + `"rating":4`), "reviews[0].at is missing"},
 		"null time":            {review(ok + `"rating":4,"at":null`), "reviews[0].at is missing"},
-		"zero time":            {review(ok + `"rating":4,"at":"0001-01-01T00:00:00Z"`), "reviews[0].at is the zero time"},
-		"no sku":               {review(`"author":"Ana","text":"","rating":4,` + at), "reviews[0].sku is missing"},
+		"zero time":            {review(ok + `"rating":4,"at":"0001-01-01T00:00:00Z"`), "reviews[0].at is missing"},
+		"no sku":               {review(`"author":"Ana","text":"","rating":4,` + at), "reviews[0].sku is empty"},
 		"empty sku":            {review(`"sku":"","author":"Ana","text":"","rating":4,` + at), "reviews[0].sku is empty"},
-		"no author":            {review(`"sku":"A","text":"","rating":4,` + at), "reviews[0].author is missing"},
-		"no text":              {review(`"sku":"A","author":"Ana","rating":4,` + at), "reviews[0].text is missing"},
 		"rating as a string":   {review(ok + `"rating":"5",` + at), "cannot unmarshal"},
 		"rating as a fraction": {review(ok + `"rating":4.5,` + at), "cannot unmarshal"},
 		"time not a time":      {review(ok + `"rating":4,"at":"yesterday"`), "yesterday"},
 		"order id a number":    {`{"order_id":1,"reviews":[]}`, "cannot unmarshal"},
 		"reviews an object":    {`{"order_id":"o-1","reviews":{}}`, "cannot unmarshal"},
 		"average a string":     {`{"order_id":"o-1","reviews":[],"average":"4.5"}`, "cannot unmarshal"},
-		"average inconsistent": {`{"order_id":"o-1","reviews":[{` + ok + `"rating":5,` + at + `}],"average":4.5}`, "average 4.5 is not the ratings' mean 5.00"},
-		"average, no reviews":  {`{"order_id":"o-1","reviews":[],"average":0}`, "average 0 without reviews"},
+		"average inconsistent": {`{"order_id":"o-1","reviews":[{` + ok + `"rating":5,` + at + `}],"average":4.5}`, "average is not the ratings' mean"},
+		"average, no reviews":  {`{"order_id":"o-1","reviews":[],"average":0}`, "average is not null exactly when there are no reviews"},
 		"not JSON":             {`<html>`, "invalid character"},
 		"trailing data":        {`{"order_id":"o-1","reviews":[]} {}`, "invalid character"},
 		"empty body":           {``, "unexpected end"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r, err := reviews.API.Decode([]byte(tc.body), "o-1")
+			r, err := decode([]byte(tc.body), "o-1")
 			if !errors.Is(err, downstream.ErrMalformed) {
 				t.Fatalf("Decode(%s) = %+v, %v: want ErrMalformed", tc.body, r, err)
 			}
@@ -400,7 +399,7 @@ func TestDecodeRejects(t *testing.T) {
 // answer's payload decodes to itself, an edited one is refused.
 func TestDecodeCached(t *testing.T) {
 	const at = `"at":"2026-01-02T03:04:05Z"`
-	live, err := reviews.API.Decode([]byte(`{"order_id":"o-1","reviews":[{"sku":"A","author":"Ana","rating":5,"text":"",`+at+`},{"sku":"B","author":"","rating":4,"text":"ok",`+at+`}]}`), "o-1")
+	live, err := decode([]byte(`{"order_id":"o-1","reviews":[{"sku":"A","author":"Ana","rating":5,"text":"",`+at+`},{"sku":"B","author":"","rating":4,"text":"ok",`+at+`}]}`), "o-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,6 +411,7 @@ func TestDecodeCached(t *testing.T) {
 	for name, edited := range map[string]string{
 		"rating 6":             strings.Replace(string(payload), `"rating":5`, `"rating":6`, 1),
 		"average inconsistent": strings.Replace(string(payload), `"average":4.5`, `"average":1`, 1),
+		"average, no reviews":  `{"items":[],"average":3}`,
 		"items null":           `{"items":null,"average":null}`,
 		"not JSON":             `{"items":[`,
 	} {
@@ -422,6 +422,18 @@ func TestDecodeCached(t *testing.T) {
 			t.Errorf("%s: DecodeCached(%s) = %+v, %v: want ErrMalformed", name, edited, r, err)
 		}
 	}
+}
+
+// decode reads a live answer as the client does: API.Decode, then API.Check.
+func decode(body []byte, id string) (reviews.Reviews, error) {
+	r, err := reviews.API.Decode(body, id)
+	if err == nil {
+		err = reviews.API.Check(r, id)
+	}
+	if err != nil {
+		return reviews.Reviews{}, err
+	}
+	return r, nil
 }
 
 // The entry follows the registry's rules (registry_test.go's
@@ -435,6 +447,9 @@ func TestEntryFitsTheRegistry(t *testing.T) {
 	if !name.MatchString(e.Name) || !name.MatchString(e.Section) || e.Name == config.NameCache {
 		t.Fatalf("name %q, section %q", e.Name, e.Section)
 	}
+	if !slices.Contains(downstream.Names(), e.Name) {
+		t.Fatalf("importing the package did not register %q: %v", e.Name, downstream.Names())
+	}
 	if e.Name != reviews.API.Name {
 		t.Fatalf("entry %q, API %q: the client's errors and transport label must name the guard", e.Name, reviews.API.Name)
 	}
@@ -447,7 +462,7 @@ func TestEntryFitsTheRegistry(t *testing.T) {
 		}
 	}
 	// A client configuration that config would refuse is refused here too.
-	if _, _, err := e.Build(downstream.Config{BaseURL: "ftp://reviews"}, guard(t, e.Name, e.Defaults), e.CacheMaxAge); err == nil || !strings.Contains(err.Error(), "reviews client") {
+	if _, _, err := e.New(e, downstream.Config{BaseURL: "ftp://reviews"}, guard(t, e.Name, e.Defaults), e.CacheMaxAge); err == nil || !strings.Contains(err.Error(), "reviews client") {
 		t.Errorf("Build with an ftp URL: %v", err)
 	}
 }

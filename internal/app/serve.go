@@ -145,11 +145,9 @@ func (s *serving) buildPage(context.Context) error {
 	var rest []*orderdetail.Downstream
 	for _, e := range downstream.Registered() {
 		d, _ := deps.Get(e.Name)
-		ds, closeClient, err := e.Build(downstream.Config{
-			BaseURL: s.cfg.URLs[e.Name],
-			// Twice the bulkhead: room for hedges and for connections
-			// still closing.
-			MaxConns:      2 * d.Bulkhead.MaxConcurrent,
+		ds, closeClient, err := e.New(e, downstream.Config{
+			BaseURL:       s.cfg.URLs[e.Name],
+			MaxIdleConns:  2 * d.Bulkhead.MaxConcurrent,
 			WrapTransport: s.tel.WrapTransport,
 		}, guards[e.Name], d.CacheMaxAge)
 		if err != nil {

@@ -115,16 +115,17 @@ func pagesAtOnce(t *testing.T, deps config.Dependencies, maxInflight int) (notLi
 	for _, ds := range downstream.Registered() {
 		name := ds.Name
 		if ds.Core {
-			core = orderdetail.NewCore(guard(name), ds.CacheMaxAge, func(ctx context.Context, id string) (orderdetail.Order, error) {
-				return orderdetail.Order{ID: id}, b.call(ctx, name)
-			})
+			core = orderdetail.NewCore(orderdetail.Spec[downstream.Order]{Name: ds.Section, Guard: guard(name), MaxAge: ds.CacheMaxAge,
+				Fetch: func(ctx context.Context, id string) (downstream.Order, error) {
+					return downstream.Order{ID: id}, b.call(ctx, name)
+				}})
 			continue
 		}
-		rest = append(rest, orderdetail.NewSection(ds.Section, guard(name), ds.CacheMaxAge,
-			func(ctx context.Context, id string) (sectionBody, error) {
+		rest = append(rest, orderdetail.NewSection(orderdetail.Spec[sectionBody]{Name: ds.Section, Guard: guard(name), MaxAge: ds.CacheMaxAge,
+			Fetch: func(ctx context.Context, id string) (sectionBody, error) {
 				return sectionBody{OK: true}, b.call(ctx, name)
 			},
-			func(orderdetail.Order) sectionBody { return sectionBody{} }))
+			Fallback: func(any) sectionBody { return sectionBody{} }}))
 	}
 	agg, err := orderdetail.New(orderdetail.Config{Core: core, Sections: rest, Store: emptyStore{},
 		CacheGuard: guard(config.NameCache), Reserve: 100 * time.Millisecond})

@@ -1,13 +1,26 @@
+// Package downstream holds the page's downstream services, one file each
+// (order.go, inventory.go, coupon.go, logistics.go: the answer type, its
+// API, its semantic default and its registry entry), the registry the rest
+// of the service derives its dependencies from, and Client, which calls an
+// API over net/http.
+//
+// Client.Get's errors, as resilience.KindOf reads them: a 404 wraps
+// orderdetail.ErrNotFound and, like any other 4xx but 408 and 429, is a
+// resilience.BadRequest (never retried, not the dependency's fault); the
+// caller's context ending, or a 504 BUDGET_EXHAUSTED (the service gave up
+// on X-Budget-Ms), wraps ctx.Err() or context.DeadlineExceeded; anything
+// else — 408, 429, 5xx or another status (*StatusError), ErrTransport,
+// ErrMalformed, ErrBodyTooLarge — is a failure of the dependency.
 package downstream
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -18,278 +31,217 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Headers every request may carry.
+// Headers every request may carry: the whole milliseconds left of the
+// call's budget, and the request's id (see WithRequestID).
 const (
 	HeaderBudget    = "X-Budget-Ms"
 	HeaderRequestID = "X-Request-Id"
 )
 
+// Failures of the dependency, besides *StatusError.
 var (
-	acceptJSON     = []string{"application/json"}
-	userAgentValue = []string{userAgent}
+	ErrTransport    = errors.New("transport error")         // no usable answer: refused, reset, dial timeout, Config.Timeout
+	ErrMalformed    = errors.New("malformed response")      // a 200 that is not the promised JSON
+	ErrBodyTooLarge = errors.New("response body too large") // a 200 over Config.MaxBodyBytes
 )
 
-const (
-	userAgent = "orderagg"
-	// drainLimit bounds how much of an unread body is discarded so that its
-	// connection can be reused; beyond it the connection is closed instead.
-	drainLimit = 64 << 10
-	// errorBodyLimit bounds how much of an error answer is read for its code
-	// and message.
-	errorBodyLimit = 4 << 10
-	// budgetExhausted is the error code of a 504 meaning "your X-Budget-Ms
-	// ran out" (see internal/sim).
-	budgetExhausted = "BUDGET_EXHAUSTED"
-)
-
-// Failure sentinels. Each counts against the dependency's health.
-var (
-	// ErrTransport: no usable answer arrived (refused or reset connection,
-	// dial timeout or Config.Timeout, broken body).
-	ErrTransport = errors.New("transport error")
-	// ErrMalformed: a 200 answer that is not the expected JSON.
-	ErrMalformed = errors.New("malformed response")
-	// ErrBodyTooLarge: a 200 answer over Config.MaxBodyBytes.
-	ErrBodyTooLarge = errors.New("response body too large")
-)
-
-// StatusError is an answer with a status other than 200. Code and Message
-// come from the {"error":{"code","message"}} body when there is one.
+// StatusError is an answer other than 200, with the code and message of
+// its {"error":{…}} body when it has one.
 type StatusError struct {
-	Dependency string
-	StatusCode int
-	Code       string
-	Message    string
+	Dependency    string
+	StatusCode    int
+	Code, Message string
 }
 
 func (e *StatusError) Error() string {
 	s := fmt.Sprintf("%s answered HTTP %d", e.Dependency, e.StatusCode)
-	if e.Code != "" {
-		s += " " + e.Code
-	}
-	if e.Message != "" {
-		s += ": " + e.Message
+	if e.Code != "" || e.Message != "" {
+		s += " " + e.Code + ": " + e.Message
 	}
 	return s
 }
 
-// base is the HTTP plumbing of a client: one transport, one
-// pool, one body cap.
-type base struct {
-	dep  string
-	base *url.URL // parsed once, credentials removed; copied per request
-	// auth is the Authorization header of a base URL with user:password,
-	// sent as HTTP basic authentication; nil without.
-	auth []string
-	// rt sends each request as it is: a single round trip, no redirect
-	// followed (a downstream that redirects is misconfigured, and following
-	// it would spend the budget on a server nobody chose), and none of
-	// http.Client's per-call bookkeeping (header copies for redirects,
-	// cancellation timers) that a budgeted call already has from its context.
-	rt      http.RoundTripper
-	tr      *http.Transport
+// Config is one client's settings; a zero field takes its default.
+type Config struct {
+	BaseURL string // http(s)://host[:port][/prefix], user:password as basic auth. Required.
+	// MaxIdleConns is how many idle connections are kept (default 100).
+	// Connections in use have no cap of their own: the guard's bulkhead
+	// bounds the calls, at whatever size it is set at run time.
+	MaxIdleConns int
+	DialTimeout  time.Duration // default 200ms
+	// Timeout caps a call whose caller has no nearer deadline (default 2s).
+	Timeout      time.Duration
+	MaxBodyBytes int64 // default 1 MiB
+	// WrapTransport, when set, wraps the transport (otelhttp's, for
+	// example); it gets the dependency's name.
+	WrapTransport func(dependency string, next http.RoundTripper) http.RoundTripper
+}
+
+// Client calls one downstream API. It is safe for concurrent use.
+type Client[T any] struct {
+	api     API[T]
+	base    string // BaseURL without its trailing slashes
+	http    *http.Client
+	pool    *http.Transport
+	timeout time.Duration
 	maxBody int64
-	timeout time.Duration // Config.Timeout
 }
 
-func newBase(dep string, c Config) (*base, error) {
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("downstream: %s client: %w", dep, err)
+// NewClient returns a client of api with a connection pool of its own, so
+// that a dependency holding its connections cannot starve the others.
+// Environment proxies are ignored (downstreams are internal services), and
+// a redirect is answered as a failure, not followed.
+func NewClient[T any](api API[T], c Config) (*Client[T], error) {
+	if api.Path == nil || api.Check == nil {
+		return nil, fmt.Errorf("downstream: %s: an API needs a path and a check", api.Name)
 	}
-	tr := newTransport(c)
-	var rt http.RoundTripper = tr
+	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("downstream: %s client: base URL %q: want http(s)://host and no query", api.Name, c.BaseURL)
+	}
+	idle := or(c.MaxIdleConns, 100)
+	pool := &http.Transport{
+		DialContext:       (&net.Dialer{Timeout: or(c.DialTimeout, 200*time.Millisecond), KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2: true, MaxIdleConns: idle, MaxIdleConnsPerHost: idle,
+		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: time.Second,
+	}
+	var rt http.RoundTripper = pool
 	if c.WrapTransport != nil {
-		rt = c.WrapTransport(dep, tr)
+		rt = c.WrapTransport(api.Name, pool)
 	}
-	u, err := url.Parse(trimBase(c.BaseURL))
-	if err != nil { // Validate has parsed it already
-		return nil, fmt.Errorf("downstream: %s client: %w", dep, err)
-	}
-	b := &base{dep: dep, base: u, rt: rt, tr: tr, maxBody: c.MaxBodyBytes, timeout: c.Timeout}
-	if u.User != nil {
-		// As http.Client would: credentials in the URL become basic auth.
-		pw, _ := u.User.Password()
-		b.auth = []string{"Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+pw))}
-		u.User = nil
-	}
-	return b, nil
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool,
+		http:    &http.Client{Transport: rt, CheckRedirect: noRedirect},
+		timeout: or(c.Timeout, 2*time.Second), maxBody: or(c.MaxBodyBytes, 1<<20)}, nil
 }
 
-// closeIdle closes the pool's idle connections; in-flight calls finish.
-func (b *base) closeIdle() { b.tr.CloseIdleConnections() }
+func or[N int | int64 | time.Duration](v, def N) N {
+	if v == 0 {
+		return def
+	}
+	return v
+}
 
-// errEmptyID is the caller's mistake, never the dependency's.
-var errEmptyID = resilience.BadRequest(errors.New("empty order id"))
+// Close closes idle connections; calls in flight go on.
+func (c *Client[T]) Close() { c.pool.CloseIdleConnections() }
 
-// get sends one GET and returns the body of a 200 answer. The body is always
-// drained (bounded) and closed, so the connection goes back to the pool.
-func (b *base) get(ctx context.Context, path string) ([]byte, error) {
+var (
+	errEmptyID     = resilience.BadRequest(errors.New("empty order id"))
+	errCallTimeout = fmt.Errorf("%w: no answer within the client's timeout", ErrTransport)
+)
+
+// Get fetches and checks orderID's answer; see the package doc for its
+// errors.
+func (c *Client[T]) Get(ctx context.Context, orderID string) (T, error) {
+	var v T
+	err := errEmptyID
+	if orderID != "" {
+		var body []byte
+		if body, err = c.get(ctx, c.api.Path(orderID)); err == nil {
+			if v, err = c.api.read(body, orderID, true); err == nil {
+				return v, nil
+			}
+		}
+	}
+	return v, fmt.Errorf("downstream: %s %s: %w", c.api.Name, orderID, err)
+}
+
+// get sends one GET and returns the body of a 200 answer. The body is
+// drained (bounded) and closed, so that the connection is reused.
+func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// From here the call always has a deadline, and left is what remains
-	// of it: the budget the request announces.
-	dl, ok := ctx.Deadline()
-	left := time.Until(dl)
-	if !ok || left > b.timeout {
+	left := c.timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
+		left = time.Until(dl)
+	} else {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.timeout, errCallTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
 		defer cancel()
-		left = b.timeout
 	}
-	// The base URL was parsed once; copying it and setting the path skips
-	// a parse per call, and URL escapes the path when the request is
-	// written.
-	unescaped, err := url.PathUnescape(path) // no copy unless path has a %
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
-		return nil, resilience.BadRequest(fmt.Errorf("building request: %w", err))
+		return nil, resilience.BadRequest(err)
 	}
-	u := *b.base
-	u.Path, u.RawPath = b.base.Path+unescaped, ""
-	if unescaped != path {
-		u.RawPath = b.base.EscapedPath() + path
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
-	if err != nil {
-		return nil, resilience.BadRequest(fmt.Errorf("building request: %w", err))
-	}
-	req.URL, req.Host = &u, u.Host
-	// Canonical keys set directly: the constant values are shared, not
-	// copied per call (nothing downstream of here modifies a header value).
-	req.Header["Accept"] = acceptJSON
-	req.Header["User-Agent"] = userAgentValue
-	req.Header[HeaderBudget] = []string{strconv.FormatInt(max(0, left.Milliseconds()), 10)}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, left.Milliseconds()), 10))
 	if id := RequestIDFrom(ctx); id != "" {
-		req.Header[HeaderRequestID] = []string{id}
+		req.Header.Set(HeaderRequestID, id)
 	}
-	if b.auth != nil {
-		req.Header["Authorization"] = b.auth
-	}
-	resp, err := b.rt.RoundTrip(req)
+	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, ioErr(ctx, err)
 	}
-	defer drainAndClose(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return nil, b.statusErr(resp)
+	defer func() {
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // more: the connection is closed instead
+		_ = resp.Body.Close()
+	}()
+	ct := resp.Header.Get("Content-Type")
+	mt, _, cterr := mime.ParseMediaType(ct)
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return nil, c.statusErr(resp)
+	case cterr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")):
+		return nil, fmt.Errorf("%w: content type %q is not JSON", ErrMalformed, ct)
+	case resp.ContentLength > c.maxBody:
+		return nil, fmt.Errorf("%w: Content-Length %d over the %d-byte cap", ErrBodyTooLarge, resp.ContentLength, c.maxBody)
 	}
-	if err := checkContentType(resp.Header.Get("Content-Type")); err != nil {
-		return nil, err
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	if err != nil {
+		return nil, ioErr(ctx, err)
 	}
-	return b.readBody(ctx, resp)
+	if int64(len(body)) > c.maxBody {
+		return nil, fmt.Errorf("%w: over the %d-byte cap", ErrBodyTooLarge, c.maxBody)
+	}
+	return body, nil
 }
 
-// errCallTimeout ends a call that reached Config.Timeout before the
-// caller's own deadline: the dependency's failure, not the caller's.
-var errCallTimeout = fmt.Errorf("%w: no answer within the client's timeout", ErrTransport)
-
-// ioErr classifies an error of sending or reading. When the caller's
-// context has ended, that is the cause. Otherwise it is the dependency's
-// failure, and the cause is kept as text only: net's timeouts match
-// context.DeadlineExceeded and would otherwise pass for the caller's
-// deadline.
+// ioErr classifies an error of sending or reading: the caller's context's,
+// once it has ended; else the dependency's, with the cause as text only
+// (net's timeouts match context.DeadlineExceeded).
 func ioErr(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		if cause := context.Cause(ctx); cause == errCallTimeout {
-			return fmt.Errorf("%w (%v)", cause, err)
-		}
-		if errors.Is(err, ctxErr) {
-			return err
-		}
+	switch ctxErr := ctx.Err(); {
+	case ctxErr == nil:
+		return fmt.Errorf("%w: %v", ErrTransport, err)
+	case context.Cause(ctx) == errCallTimeout:
+		return fmt.Errorf("%w (%v)", errCallTimeout, err)
+	case errors.Is(err, ctxErr):
+		return err
+	default:
 		return fmt.Errorf("%w: %v", ctxErr, err)
 	}
-	return fmt.Errorf("%w: %v", ErrTransport, err)
 }
 
 // statusErr classifies an answer other than 200; see the package doc.
-func (b *base) statusErr(resp *http.Response) error {
-	se := &StatusError{Dependency: b.dep, StatusCode: resp.StatusCode}
-	se.Code, se.Message = readErrorBody(resp.Body)
-	code := resp.StatusCode
-	switch {
-	case code == http.StatusGatewayTimeout && se.Code == budgetExhausted:
+func (c *Client[T]) statusErr(resp *http.Response) error {
+	se := &StatusError{Dependency: c.api.Name, StatusCode: resp.StatusCode}
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10)); json.Unmarshal(raw, &e) == nil {
+		se.Code, se.Message = e.Error.Code, e.Error.Message[:min(len(e.Error.Message), 200)]
+	}
+	switch code := resp.StatusCode; {
+	case code == http.StatusGatewayTimeout && se.Code == "BUDGET_EXHAUSTED":
 		return fmt.Errorf("%w: %w", context.DeadlineExceeded, se)
 	case code == http.StatusNotFound:
 		return resilience.BadRequest(fmt.Errorf("%w: %w", orderdetail.ErrNotFound, se))
 	case code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests:
 		return resilience.BadRequest(se)
-	default:
-		return se
 	}
+	return se
 }
 
-// readErrorBody extracts code and message from a bounded prefix of an error
-// body, if it is the usual {"error":{…}} document.
-func readErrorBody(r io.Reader) (code, msg string) {
-	raw, _ := io.ReadAll(io.LimitReader(r, errorBodyLimit))
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(raw, &e) != nil {
-		return "", ""
-	}
-	const maxMsg = 200
-	if len(e.Error.Message) > maxMsg {
-		e.Error.Message = e.Error.Message[:maxMsg] + "…"
-	}
-	return e.Error.Code, e.Error.Message
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the request's id, which every client
+// forwards as X-Request-Id.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
 }
 
-func checkContentType(ct string) error {
-	// What a JSON service sends, taken without the parser's map and copies
-	// (~1 µs a call).
-	if ct == "application/json" || ct == "application/json; charset=utf-8" {
-		return nil
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-		return fmt.Errorf("%w: content type %q is not JSON", ErrMalformed, ct)
-	}
-	return nil
-}
-
-// readBody reads at most maxBody+1 bytes: one more than allowed is how a
-// body over the cap is told from one exactly at it. Memory held never
-// exceeds maxBody+1 bytes.
-func (b *base) readBody(ctx context.Context, resp *http.Response) ([]byte, error) {
-	limit := b.maxBody + 1
-	if resp.ContentLength >= limit {
-		return nil, fmt.Errorf("%w: Content-Length %d over the %d-byte cap", ErrBodyTooLarge, resp.ContentLength, b.maxBody)
-	}
-	size := int64(4 << 10)
-	if resp.ContentLength >= 0 {
-		size = resp.ContentLength + 1 // +1 so the final read meets EOF without growing
-	}
-	buf := make([]byte, 0, min(size, limit))
-	for {
-		if len(buf) == cap(buf) {
-			if int64(len(buf)) >= limit {
-				return nil, fmt.Errorf("%w: over the %d-byte cap", ErrBodyTooLarge, b.maxBody)
-			}
-			grown := make([]byte, len(buf), min(int64(2*cap(buf)+512), limit))
-			copy(grown, buf)
-			buf = grown
-		}
-		n, err := resp.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, ioErr(ctx, err)
-		}
-	}
-	if int64(len(buf)) > b.maxBody {
-		return nil, fmt.Errorf("%w: over the %d-byte cap", ErrBodyTooLarge, b.maxBody)
-	}
-	return buf, nil
-}
-
-func drainAndClose(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, drainLimit)
-	_ = body.Close()
+// RequestIDFrom returns the request id ctx carries, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }

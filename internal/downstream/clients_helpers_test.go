@@ -3,17 +3,15 @@ package downstream
 import (
 	"errors"
 	"fmt"
-
-	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
 // The four clients of the page by their types, for the tests that call them
 // all against one simulator.
 type (
-	OrderClient     = Client[orderdetail.Order]
-	InventoryClient = Client[orderdetail.Inventory]
-	CouponClient    = Client[orderdetail.Coupons]
-	LogisticsClient = Client[orderdetail.Logistics]
+	OrderClient     = Client[Order]
+	InventoryClient = Client[Inventory]
+	CouponClient    = Client[Coupons]
+	LogisticsClient = Client[Logistics]
 )
 
 // Endpoints are the base URLs of the four services.
@@ -44,10 +42,10 @@ func NewClients(c Config, ep Endpoints) (*Clients, error) {
 		cl   Clients
 		errs [4]error
 	)
-	cl.Order, errs[0] = NewClient(OrderAPI, with(ep.Order))
-	cl.Inventory, errs[1] = NewClient(InventoryAPI, with(ep.Inventory))
-	cl.Coupon, errs[2] = NewClient(CouponAPI, with(ep.Coupon))
-	cl.Logistics, errs[3] = NewClient(LogisticsAPI, with(ep.Logistics))
+	cl.Order, errs[0] = NewClient(orderAPI, with(ep.Order))
+	cl.Inventory, errs[1] = NewClient(inventoryAPI, with(ep.Inventory))
+	cl.Coupon, errs[2] = NewClient(couponAPI, with(ep.Coupon))
+	cl.Logistics, errs[3] = NewClient(logisticsAPI, with(ep.Logistics))
 	if err := errors.Join(errs[:]...); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("downstream: new clients: %w", err)

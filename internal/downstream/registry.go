@@ -1,182 +1,218 @@
 package downstream
 
-// The registry is the one place where the order-detail page's downstreams
-// are registered. An entry gives a downstream's name, its place and key in
-// the page, its default resilience settings (with the reason for each
-// number) and how to build its section from its API and a semantic default.
-// Everything else is derived from this list: the --NAME-url flags and their
-// environment twins, the --config file's keys, the admin API's paths, the
-// guards, /v1/resilience, the metrics' labels and the order of the page's
-// sections.
-//
-// It lives beside the APIs it registers (clients.go), so adding a
-// downstream is one entry here and its API (path and decoders) in this
-// package, plus its answer type and semantic default in
-// internal/orderdetail; docs/adding-a-dependency.md walks through it.
-
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Entry is one registered downstream.
-type Entry struct {
-	// Name identifies the dependency everywhere: its --NAME-url flag, its
-	// key in the --config file and the admin API, its guard in
-	// /v1/resilience and its label in the metrics.
+// API is one downstream's HTTP API: where an order's answer lives and how
+// to read it. A client is an API plus a Config.
+type API[T any] struct {
+	// Name of the dependency, in errors and for Config.WrapTransport;
+	// CoreOf and SectionOf set it to their entry's.
 	Name string
-	// Section is the page's JSON key for its answer ("coupons").
-	Section string
-	// Core marks the order: without it (live or cached) there is no page.
-	Core bool
-	// Defaults are the guard's built-in settings, completed by
-	// resilience.Config.WithDefaults; the --config file overrides them.
-	Defaults resilience.Config
-	// CacheMaxAge is how old a last-good answer may be and still be served.
-	CacheMaxAge time.Duration
-	// About says in one line what the section is and what its semantic
-	// default states; it heads the entry's section of config.example.yaml.
-	About string
-	// Why gives the reason for each default the entry chooses, by its key in
-	// the --config file ("timeout", "retry.max_attempts", "cache_max_age"):
-	// config.example.yaml is generated with it beside the value.
-	// internal/config gives the reasons of the defaults every dependency
-	// shares, and refuses an entry that sets a default without saying why.
-	Why map[string]string
-	// New builds the section; make it with SectionOf (or CoreOf for the
-	// order).
-	New Builder
+	// Path is the answer's path below the base URL, the id escaped:
+	// "/order/v1/orders/" + url.PathEscape(id).
+	Path func(orderID string) string
+	// Decode reads a 200 body for orderID, checking what only the wire
+	// document holds (its order_id); nil: the body is T's own JSON.
+	Decode func(body []byte, orderID string) (T, error)
+	// Check holds an answer, live or cached, to the service's promises,
+	// with the rules of Check. What it refuses is a failure of the
+	// dependency, never a page with invented values.
+	Check func(v T, orderID string) error
 }
 
-// Builder makes entry e's downstream, as the page calls it, from its
-// client's settings, its guard and its maximum cache age, and returns the function that closes the
-// client's idle connections.
+// read reads a live body (wire) or a last-good payload (T as JSON, as the
+// page stores it), then holds it to Check.
+func (a API[T]) read(body []byte, orderID string, wire bool) (v T, err error) {
+	if wire && a.Decode != nil {
+		v, err = a.Decode(body, orderID)
+	} else {
+		var c Check
+		c.JSON(body, &v)
+		err = c.Err()
+	}
+	if err == nil {
+		err = a.Check(v, orderID)
+	}
+	if err != nil {
+		return *new(T), err
+	}
+	return v, nil
+}
+
+// DecodeCached reads a last-good payload as strictly as a live answer: the
+// store is outside the process.
+func (a API[T]) DecodeCached(payload []byte, orderID string) (T, error) {
+	return a.read(payload, orderID, false)
+}
+
+// Entry is one registered downstream. Everything that lists dependencies
+// derives from the entries: the --NAME-url flags, the --config keys and
+// config.example.yaml, the admin API, the guards, /v1/resilience, the
+// metrics' labels and the page's sections.
+type Entry struct {
+	// Name is the dependency's --NAME-url flag, its key in the --config
+	// file and the admin API, its guard and its metrics label.
+	Name string
+	// Section is its JSON key in the page and its key in the last-good store.
+	Section string
+	Core    bool // the order: without it (live or cached) there is no page
+	Place   int  // the page shows sections by Place, lowest first, the core first of all
+	// Defaults are the guard's settings before the --config file's
+	// (completed by resilience.Config.WithDefaults).
+	Defaults    resilience.Config
+	CacheMaxAge time.Duration // how old a last-good answer may be and still be served
+	// About (what the section is and its default) and Why (the reason for
+	// each default the entry sets, by its --config key) are one line each:
+	// config.example.yaml prints them.
+	About string
+	Why   map[string]string
+	New   Builder // SectionOf, or CoreOf for the order
+}
+
+// Builder makes entry e's downstream as the page calls it, and returns the
+// function that closes its client's idle connections. Its error names e's
+// client.
 type Builder func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error)
 
-// Build returns the downstream as the page calls it, through a new client
-// configured by c and guarded by g, and the function that closes that
-// client's idle connections.
-func (e Entry) Build(c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
-	if e.New == nil {
-		return nil, nil, fmt.Errorf("%s: no builder registered", e.Name)
-	}
-	d, closeFn, err := e.New(e, c, g, maxAge)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s client: %w", e.Name, err)
-	}
-	return d, closeFn, nil
-}
+// CoreOf is the Builder of the core section, through a Client of api.
+func CoreOf[T any](api API[T]) Builder { return builder(api, nil) }
 
-// CoreOf is the Builder of the order section: the one without which there
-// is no page.
-func CoreOf(api API[orderdetail.Order]) Builder {
+// SectionOf is the Builder of a degradable section, through a Client of
+// api; fallback states "unknown" in the section's own terms.
+func SectionOf[T any](api API[T], fallback func(Order) T) Builder { return builder(api, fallback) }
+
+func builder[T any](api API[T], fallback func(Order) T) Builder {
 	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
-		if e.Section != "order" { // orderdetail.NewCore's page and cache key
-			return nil, nil, fmt.Errorf("the core's section must be \"order\", not %q", e.Section)
-		}
-		api.Name = e.Name // the client's label is the entry's name, as the guard's
+		api.Name = e.Name
 		cl, err := NewClient(api, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("%s client: %w", e.Name, err)
 		}
-		return orderdetail.NewCore(g, maxAge, cl.Get, orderdetail.CacheDecoder(api.DecodeCached)), cl.Close, nil
+		s := orderdetail.Spec[T]{Name: e.Section, Guard: g, MaxAge: maxAge, Fetch: cl.Get, Decode: api.DecodeCached}
+		if fallback == nil {
+			return orderdetail.NewCore(s), cl.Close, nil
+		}
+		s.Fallback = func(core any) T { return fallback(core.(Order)) }
+		return orderdetail.NewSection(s), cl.Close, nil
 	}
 }
 
-// SectionOf is the Builder of a degradable section: its answer is a T,
-// fetched through a Client of api, and fallback states
-// "unknown" in the section's own terms when there is neither a live nor a
-// cached answer.
-func SectionOf[T any](api API[T], fallback func(orderdetail.Order) T) Builder {
-	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
-		api.Name = e.Name // the client's label is the entry's name, as the guard's
-		cl, err := NewClient(api, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return orderdetail.NewSection(e.Section, g, maxAge, cl.Get, fallback, orderdetail.CacheDecoder(api.DecodeCached)), cl.Close, nil
+var (
+	registryMu sync.Mutex
+	registry   []Entry
+	validName  = regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
+)
+
+// Register adds a downstream to the page; call it from an init function,
+// before the configuration is parsed. It panics on an entry that cannot be
+// served: a name or section not matching ^[a-z][a-z0-9]*$ or already
+// taken, the name "cache" (the last-good store's guard), a second core, no
+// builder, or a maximum cache age that is not positive.
+func Register(e Entry) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	ok := validName.MatchString(e.Name) && validName.MatchString(e.Section) && e.Name != "cache" && e.New != nil && e.CacheMaxAge > 0
+	for _, o := range registry {
+		ok = ok && o.Name != e.Name && o.Section != e.Section && !(o.Core && e.Core)
 	}
+	if !ok {
+		panic(fmt.Sprintf("downstream.Register: entry %q/%q cannot be served (see Register)", e.Name, e.Section))
+	}
+	registry = append(registry, e)
 }
 
-// registry is the list of downstreams, in page order. The numbers come from a
-// 1500ms page budget with 100ms kept in reserve. No entry sets its bulkhead:
-// internal/config sizes each from --max-inflight, so admission, not a
-// bulkhead, is where orderagg sheds its own overload (an entry may still set
-// one, and a start-up warning then says when it is too small). Each entry
-// says why in About and Why, from which internal/config generates
-// config.example.yaml at the repository root (go test ./internal/config
-// -update).
-var registry = []Entry{
-	{
-		Name: "order", Section: "order", Core: true,
-		Defaults: resilience.Config{
-			Timeout: 1000 * time.Millisecond,
-			Retry:   resilience.RetryConfig{MaxAttempts: 2},
-		},
-		CacheMaxAge: 24 * time.Hour,
-		About:       "the core section: without it (live or cached) the answer is a 503.",
-		Why: map[string]string{
-			"timeout":            "largest sub-budget that leaves a cache read and the reserve: 1000+50+100 < 1500",
-			"retry.max_attempts": "one retry: a transient failure would cost the whole page; a third could not fit",
-			"cache_max_age":      "header data changes rarely and the section shows as_of: a day-old order beats a 503",
-		},
-		New: CoreOf(OrderAPI),
-	},
-	{
-		Name: "inventory", Section: "inventory",
-		Defaults: resilience.Config{
-			Timeout: 600 * time.Millisecond,
-		},
-		CacheMaxAge: 60 * time.Second,
-		About:       "secondary: its default is status UNKNOWN, never 0 or OUT_OF_STOCK.",
-		Why: map[string]string{
-			"timeout":       "useful but optional, so well under the order's budget",
-			"cache_max_age": "stock moves fast: an older copy could promise stock that is gone",
-		},
-		New: SectionOf(InventoryAPI, orderdetail.UnknownInventory),
-	},
-	{
-		Name: "coupon", Section: "coupons",
-		Defaults: resilience.Config{
-			Timeout: 300 * time.Millisecond,
-		},
-		CacheMaxAge: 5 * time.Minute,
-		About:       "decoration: its default is an empty list.",
-		Why: map[string]string{
-			"timeout":       "an empty list is an honest default, so the smallest budget",
-			"cache_max_age": "campaigns change over minutes, not seconds",
-		},
-		New: SectionOf(CouponAPI, orderdetail.NoCoupons),
-	},
-	{
-		Name: "logistics", Section: "logistics",
-		Defaults: resilience.Config{
-			Timeout: 500 * time.Millisecond,
-		},
-		CacheMaxAge: 30 * time.Minute,
-		About:       "shipment status: its default is status UNKNOWN.",
-		Why: map[string]string{
-			"timeout":       "matters to the customer more than coupons, less than stock",
-			"cache_max_age": "status moves with scan events, tens of minutes apart",
-		},
-		New: SectionOf(LogisticsAPI, orderdetail.UnknownLogistics),
-	},
-}
-
-// Registered returns the registered downstreams in page order, the core
-// first. The slice is the caller's to keep.
+// Registered returns the registered downstreams in page order; the slice
+// is the caller's.
 func Registered() []Entry {
-	return append([]Entry(nil), registry...)
+	registryMu.Lock()
+	out := slices.Clone(registry)
+	registryMu.Unlock()
+	place := func(e Entry) int {
+		if e.Core {
+			return math.MinInt
+		}
+		return e.Place
+	}
+	slices.SortStableFunc(out, func(a, b Entry) int { return cmp.Compare(place(a), place(b)) })
+	return out
 }
 
 // Names returns the registered downstreams' names in page order.
 func Names() []string {
-	out := make([]string, len(registry))
-	for i, e := range registry {
-		out[i] = e.Name
+	var out []string
+	for _, e := range Registered() {
+		out = append(out, e.Name)
 	}
 	return out
+}
+
+// Check collects the first rule an answer breaks, so that a checker reads
+// as a list of rules and fails with ErrMalformed naming the field:
+//
+//	var c downstream.Check
+//	c.That(o.UserID != "", "user_id", "is empty")
+//	for i, it := range o.Items {
+//		c.At(it.Quantity >= 1, "items", i, "quantity", "is below 1")
+//	}
+//	return c.Err()
+//
+// Rules judge values: a field whose zero value is a valid answer (an empty
+// name, a total of 0) may be absent; any other must be present and valid.
+type Check struct{ err error }
+
+// Err is the first broken rule, wrapping ErrMalformed, or nil.
+func (c *Check) Err() error { return c.err }
+
+// That records "field rule" unless ok.
+func (c *Check) That(ok bool, field, rule string) {
+	if !ok && c.err == nil {
+		c.err = fmt.Errorf("%w: %s %s", ErrMalformed, field, rule)
+	}
+}
+
+// At records "list[i].field rule" unless ok.
+func (c *Check) At(ok bool, list string, i int, field, rule string) {
+	if !ok && c.err == nil {
+		c.That(false, list+"["+strconv.Itoa(i)+"]."+field, rule)
+	}
+}
+
+// OrderID requires a wire document's order_id to be the one asked for.
+func (c *Check) OrderID(got *string, want string) {
+	c.That(got != nil, "order_id", "is missing")
+	if got != nil && *got != want {
+		c.That(false, "order_id", strconv.Quote(*got)+" is not the requested "+strconv.Quote(want))
+	}
+}
+
+// IsToken reports whether s is an upper-case enum value such as
+// IN_TRANSIT, at most 64 bytes.
+func IsToken(s string) bool {
+	for i, r := range s {
+		if !(r >= 'A' && r <= 'Z' || i > 0 && (r == '_' || r >= '0' && r <= '9')) {
+			return false
+		}
+	}
+	return s != "" && len(s) <= 64
+}
+
+// JSON decodes body into v; invalid JSON, trailing data or a wrong type
+// is the first broken rule.
+func (c *Check) JSON(body []byte, v any) {
+	if err := json.Unmarshal(body, v); err != nil && c.err == nil {
+		c.err = fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/orderagg/orderagg/internal/admission"
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
@@ -20,7 +21,7 @@ func (f pagerFunc) Get(ctx context.Context, id string) (*orderdetail.Page, error
 
 func okPage(_ context.Context, id string) (*orderdetail.Page, error) {
 	return &orderdetail.Page{OrderID: id, Sections: []orderdetail.Section{
-		{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: orderdetail.Order{ID: id}},
+		{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: downstream.Order{ID: id}},
 	}}, nil
 }
 

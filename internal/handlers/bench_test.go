@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
@@ -19,10 +20,10 @@ import (
 func BenchmarkOrderPageEdge(b *testing.B) {
 	avail := 4
 	page := &orderdetail.Page{OrderID: "o-1", Sections: []orderdetail.Section{
-		{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: orderdetail.Order{ID: "o-1", Items: make([]orderdetail.OrderItem, 3)}},
-		{Name: "inventory", Source: orderdetail.SourceLive, Body: orderdetail.Inventory{Status: "CONFIRMED", Items: []orderdetail.StockItem{{SKU: "A", Available: &avail}}}},
-		{Name: "coupons", Source: orderdetail.SourceLive, Body: orderdetail.Coupons{Items: []orderdetail.Coupon{{Code: "X"}}}},
-		{Name: "logistics", Source: orderdetail.SourceLive, Body: orderdetail.Logistics{Status: "IN_TRANSIT"}},
+		{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: downstream.Order{ID: "o-1", Items: make([]downstream.OrderItem, 3)}},
+		{Name: "inventory", Source: orderdetail.SourceLive, Body: downstream.Inventory{Status: "CONFIRMED", Items: []downstream.StockItem{{SKU: "A", Available: &avail}}}},
+		{Name: "coupons", Source: orderdetail.SourceLive, Body: downstream.Coupons{Items: []downstream.Coupon{{Code: "X"}}}},
+		{Name: "logistics", Source: orderdetail.SourceLive, Body: downstream.Logistics{Status: "IN_TRANSIT"}},
 	}}
 	pager := pagerFunc(func(context.Context, string) (*orderdetail.Page, error) { return page, nil })
 	h := New(Options{Pager: pager, Deadline: time.Second, MaxInflight: 1 << 20, Logger: slog.New(slog.DiscardHandler)})

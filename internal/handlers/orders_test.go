@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
@@ -48,11 +49,11 @@ func TestEncodePage(t *testing.T) {
 		OrderID:  "o-1",
 		Degraded: true,
 		Sections: []orderdetail.Section{
-			{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: orderdetail.Order{ID: "o-1", Items: []orderdetail.OrderItem{{SKU: "A", Quantity: 1}}}},
+			{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: downstream.Order{ID: "o-1", Items: []downstream.OrderItem{{SKU: "A", Quantity: 1}}}},
 			{Name: "inventory", Source: orderdetail.SourceCache, Degraded: true, Reason: orderdetail.ReasonTimeout, AsOf: asOf,
-				Body: orderdetail.Inventory{Status: "CONFIRMED", Items: []orderdetail.StockItem{{SKU: "A", Available: &avail, Status: "LOW_STOCK"}}}},
-			{Name: "coupons", Source: orderdetail.SourceFallback, Degraded: true, Reason: orderdetail.ReasonShortCircuited, Body: orderdetail.NoCoupons(orderdetail.Order{})},
-			{Name: "logistics", Source: orderdetail.SourceFallback, Degraded: true, Reason: orderdetail.ReasonRejected, Body: orderdetail.UnknownLogistics(orderdetail.Order{})},
+				Body: downstream.Inventory{Status: "CONFIRMED", Items: []downstream.StockItem{{SKU: "A", Available: &avail, Status: "LOW_STOCK"}}}},
+			{Name: "coupons", Source: orderdetail.SourceFallback, Degraded: true, Reason: orderdetail.ReasonShortCircuited, Body: downstream.Coupons{Items: []downstream.Coupon{}}},
+			{Name: "logistics", Source: orderdetail.SourceFallback, Degraded: true, Reason: orderdetail.ReasonRejected, Body: downstream.Logistics{Status: downstream.LogisticsUnknown}},
 		},
 	}
 	buf, err := encodePage(page)
@@ -80,10 +81,10 @@ func TestEncodePage(t *testing.T) {
 func BenchmarkEncodePage(b *testing.B) {
 	avail := 4
 	page := &orderdetail.Page{OrderID: "o-1", Sections: []orderdetail.Section{
-		{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: orderdetail.Order{ID: "o-1", Items: make([]orderdetail.OrderItem, 3)}},
-		{Name: "inventory", Source: orderdetail.SourceLive, Body: orderdetail.Inventory{Status: "CONFIRMED", Items: []orderdetail.StockItem{{SKU: "A", Available: &avail}}}},
-		{Name: "coupons", Source: orderdetail.SourceLive, Body: orderdetail.Coupons{Items: []orderdetail.Coupon{{Code: "X"}}}},
-		{Name: "logistics", Source: orderdetail.SourceLive, Body: orderdetail.Logistics{Status: "IN_TRANSIT"}},
+		{Name: "order", Source: orderdetail.SourceLive, BodyKey: "data", Body: downstream.Order{ID: "o-1", Items: make([]downstream.OrderItem, 3)}},
+		{Name: "inventory", Source: orderdetail.SourceLive, Body: downstream.Inventory{Status: "CONFIRMED", Items: []downstream.StockItem{{SKU: "A", Available: &avail}}}},
+		{Name: "coupons", Source: orderdetail.SourceLive, Body: downstream.Coupons{Items: []downstream.Coupon{{Code: "X"}}}},
+		{Name: "logistics", Source: orderdetail.SourceLive, Body: downstream.Logistics{Status: "IN_TRANSIT"}},
 	}}
 	b.ReportAllocs()
 	for b.Loop() {

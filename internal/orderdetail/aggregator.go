@@ -65,7 +65,7 @@ type Aggregator struct {
 // section not from NewSection, a section name is used twice, or Store or
 // CacheGuard is missing.
 func New(cfg Config) (*Aggregator, error) {
-	if cfg.Core == nil || !cfg.Core.core {
+	if cfg.Core == nil || !cfg.Core.core || cfg.Core.guard == nil {
 		return nil, errors.New("orderdetail: Config.Core must come from NewCore")
 	}
 	if cfg.Store == nil || cfg.CacheGuard == nil {

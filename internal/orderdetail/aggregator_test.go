@@ -82,7 +82,7 @@ type fakes struct {
 	shipment func() Logistics
 }
 
-var sampleOrder = Order{ID: "o-1", UserID: "u-1", Status: "PAID", Items: []OrderItem{{SKU: "A", Quantity: 1}, {SKU: "B", Quantity: 2}}}
+var sampleOrder = Order{ID: "o-1", Items: []OrderItem{{SKU: "A", Quantity: 1}, {SKU: "B", Quantity: 2}}}
 
 func intp(n int) *int { return &n }
 
@@ -152,11 +152,11 @@ func newRig(t testing.TB, cfgs map[string]resilience.Config, opts ...resilience.
 		return g
 	}
 	agg, err := New(Config{
-		Core: NewCore(guard("order"), 24*time.Hour, r.f.GetOrder),
+		Core: newCore(guard("order"), 24*time.Hour, r.f.GetOrder),
 		Sections: []*Downstream{
-			NewSection("inventory", guard("inventory"), time.Minute, r.f.GetInventory, UnknownInventory),
-			NewSection("coupons", guard("coupon"), 5*time.Minute, r.f.GetCoupons, NoCoupons),
-			NewSection("logistics", guard("logistics"), 30*time.Minute, r.f.GetLogistics, UnknownLogistics),
+			newSection("inventory", guard("inventory"), time.Minute, r.f.GetInventory, UnknownInventory),
+			newSection("coupons", guard("coupon"), 5*time.Minute, r.f.GetCoupons, NoCoupons),
+			newSection("logistics", guard("logistics"), 30*time.Minute, r.f.GetLogistics, UnknownLogistics),
 		},
 		Store:      r.store,
 		CacheGuard: guard("cache"),

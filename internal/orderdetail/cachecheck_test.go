@@ -50,7 +50,7 @@ func (corruptStore) Get(context.Context, string, string) (CacheEntry, error) {
 func TestCachedPayloadsAreChecked(t *testing.T) {
 	errEdited := errors.New("edited")
 	// The coupon decoder refuses a negative discount, as the real one does.
-	checkCoupons := CacheDecoder(func(payload []byte, id string) (Coupons, error) {
+	checkCoupons := func(payload []byte, id string) (Coupons, error) {
 		c, err := unmarshalAs[Coupons](payload, id)
 		for _, cp := range c.Items {
 			if cp.DiscountCents < 0 {
@@ -58,7 +58,7 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 			}
 		}
 		return c, err
-	})
+	}
 	newAgg := func(t *testing.T, store LastGood, obs Observer) (*Aggregator, *fakes) {
 		f := &fakes{order: broken, inventory: healthy, coupon: broken, logistics: healthy}
 		g := func(name string) *resilience.Guard {
@@ -72,11 +72,11 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 			return g
 		}
 		agg, err := New(Config{
-			Core: NewCore(g("order"), time.Hour, f.GetOrder),
+			Core: newCore(g("order"), time.Hour, f.GetOrder),
 			Sections: []*Downstream{
-				NewSection("inventory", g("inventory"), time.Hour, f.GetInventory, UnknownInventory),
-				NewSection("coupons", g("coupon"), time.Hour, f.GetCoupons, NoCoupons, checkCoupons),
-				NewSection("logistics", g("logistics"), time.Hour, f.GetLogistics, UnknownLogistics),
+				newSection("inventory", g("inventory"), time.Hour, f.GetInventory, UnknownInventory),
+				newSection("coupons", g("coupon"), time.Hour, f.GetCoupons, NoCoupons, checkCoupons),
+				newSection("logistics", g("logistics"), time.Hour, f.GetLogistics, UnknownLogistics),
 			},
 			Store: store, CacheGuard: g("cache"), Reserve: 10 * time.Millisecond, Observer: obs,
 		})
@@ -146,20 +146,4 @@ func TestCachedPayloadsAreChecked(t *testing.T) {
 			t.Fatalf("order lookups %s", got)
 		}
 	})
-}
-
-// TestCachedOrderIsTheOneAskedFor: the order's id is checked even when its
-// decoder does not.
-func TestCachedOrderIsTheOneAskedFor(t *testing.T) {
-	g, err := resilience.New("order", resilience.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	core := NewCore(g, time.Hour, nil, CacheDecoder(unmarshalAs[Order]))
-	if _, err := core.decode([]byte(`{"id":"o-2"}`), "o-1"); !errors.Is(err, errCorruptPayload) {
-		t.Fatalf("another order's payload: %v, want it refused", err)
-	}
-	if v, err := core.decode([]byte(`{"id":"o-1"}`), "o-1"); err != nil || v.(Order).ID != "o-1" {
-		t.Fatalf("the order's own payload: %v, %v", v, err)
-	}
 }

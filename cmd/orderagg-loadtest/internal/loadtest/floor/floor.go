@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/orderagg/orderagg/internal/orderdetail"
+	"github.com/orderagg/orderagg/internal/downstream"
 )
 
 // Config sets up the floor.
@@ -88,7 +88,7 @@ type (
 		} `json:"items"`
 	}
 	wireCoupons struct {
-		Coupons []orderdetail.Coupon `json:"coupons"`
+		Coupons []downstream.Coupon `json:"coupons"`
 	}
 )
 
@@ -97,24 +97,24 @@ type livePage struct {
 	OrderID  string `json:"order_id"`
 	Degraded bool   `json:"degraded"`
 	Order    struct {
-		Source   string            `json:"source"`
-		Degraded bool              `json:"degraded"`
-		Data     orderdetail.Order `json:"data"`
+		Source   string           `json:"source"`
+		Degraded bool             `json:"degraded"`
+		Data     downstream.Order `json:"data"`
 	} `json:"order"`
 	Inventory struct {
 		Source   string `json:"source"`
 		Degraded bool   `json:"degraded"`
-		orderdetail.Inventory
+		downstream.Inventory
 	} `json:"inventory"`
 	Coupons struct {
 		Source   string `json:"source"`
 		Degraded bool   `json:"degraded"`
-		orderdetail.Coupons
+		downstream.Coupons
 	} `json:"coupons"`
 	Logistics struct {
 		Source   string `json:"source"`
 		Degraded bool   `json:"degraded"`
-		orderdetail.Logistics
+		downstream.Logistics
 	} `json:"logistics"`
 }
 
@@ -167,22 +167,22 @@ func (f *Floor) page(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Order.Source, p.Inventory.Source, p.Coupons.Source, p.Logistics.Source = "live", "live", "live", "live"
-	p.Inventory.Status = orderdetail.InventoryConfirmed
-	p.Inventory.Items = make([]orderdetail.StockItem, len(stock.Items))
+	p.Inventory.Status = downstream.InventoryConfirmed
+	p.Inventory.Items = make([]downstream.StockItem, len(stock.Items))
 	for i, it := range stock.Items {
 		n := it.Available
-		st := orderdetail.StockInStock
+		st := downstream.StockInStock
 		switch {
 		case n <= 0:
-			st = orderdetail.StockOutOfStock
+			st = downstream.StockOutOfStock
 		case n <= 5:
-			st = orderdetail.StockLow
+			st = downstream.StockLow
 		}
-		p.Inventory.Items[i] = orderdetail.StockItem{SKU: it.SKU, Available: &n, Status: st}
+		p.Inventory.Items[i] = downstream.StockItem{SKU: it.SKU, Available: &n, Status: st}
 	}
 	p.Coupons.Items = coupons.Coupons
 	if p.Coupons.Items == nil {
-		p.Coupons.Items = []orderdetail.Coupon{}
+		p.Coupons.Items = []downstream.Coupon{}
 	}
 	body, err := json.Marshal(&p)
 	if err != nil {
