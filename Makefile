@@ -18,8 +18,9 @@ CA_BUNDLE     ?= /etc/ssl/certs/ca-certificates.crt
 VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_LDFLAGS    := -s -w -X main.version=$(VERSION)
 COMPOSE       ?= docker-compose
-# Debian packages the build and tests need; `make deps` installs the missing ones.
-APT_PACKAGES  ?= redis-server redis-tools curl ca-certificates chromium fonts-liberation
+# Debian packages the build and tests need; `make deps` installs the missing ones
+# (prometheus: promtool for `make rules`, and the Prometheus image).
+APT_PACKAGES  ?= redis-server redis-tools curl ca-certificates chromium fonts-liberation prometheus
 # Every Go module in the repository (a directory with a go.mod, hidden ones
 # and build outputs aside): make lint checks each of them.
 GO_MODULES    := $(sort $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/.*' -not -path './build/out/*')))
@@ -69,9 +70,13 @@ deps: ## install the missing Debian packages (APT_PACKAGES)
 	build/apt-deps.sh $(APT_PACKAGES)
 
 .PHONY: test
-test: deps images ## apt packages if missing, images, then every test (unit, integration, browser, real Redis, manifests) with -race
+test: deps images rules ## apt packages if missing, images, the rules' tests, then every test (unit, integration, browser, real Redis, manifests) with -race
 	build/with-redis.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd deploy/kubernetes && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+.PHONY: rules
+rules: deps build ## promtool: check and unit-test deploy/prometheus's rules, lint a fresh process's /metrics
+	ORDERAGG_BIN=$(BIN) build/prometheus/check.sh
 
 .PHONY: test-unit
 test-unit: ## unit tests only (no Docker needed)
