@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // setup serves a simulator and the floor in front of it.
 func setup(t *testing.T, c floor.Config) (*sim.Server, string) {
 	t.Helper()
-	s := sim.New(sim.WithSeed(1))
+	s := sim.New()
 	simSrv := httptest.NewServer(s)
 	c.BaseURL = simSrv.URL
 	f := floor.New(c)

@@ -1,0 +1,82 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Errors of SetFault and of the fault API.
+var (
+	ErrUnknownService = errors.New("sim: unknown service")
+	ErrInvalidFault   = errors.New("sim: invalid fault")
+)
+
+// Limits of a Fault's fields.
+const (
+	MaxDelayMS         = 600_000 // latency_ms and jitter_ms
+	DefaultErrorStatus = 500
+)
+
+// Fault is what goes wrong with one service. The zero value is a healthy
+// service, a zero ErrorStatus meaning DefaultErrorStatus.
+type Fault struct {
+	LatencyMS   int     `json:"latency_ms"`   // waited before every answer, 0..MaxDelayMS
+	JitterMS    int     `json:"jitter_ms"`    // a uniform 0..JitterMS more, 0..MaxDelayMS
+	ErrorRate   float64 `json:"error_rate"`   // the probability, 0..1, of answering ErrorStatus
+	ErrorStatus int     `json:"error_status"` // 400..599
+	Hang        bool    `json:"hang"`         // hold every request until the client goes away
+	Corrupt     bool    `json:"corrupt"`      // answer 200 with a body that is not JSON
+}
+
+// healthy is the fault after a reset, its ErrorStatus spelled out so that
+// GET /faults shows the status an error_rate would use.
+var healthy = Fault{ErrorStatus: DefaultErrorStatus}
+
+// normalize applies the ErrorStatus default and checks the ranges; the
+// error wraps ErrInvalidFault and names every field out of range.
+func (f Fault) normalize() (Fault, error) {
+	if f.ErrorStatus == 0 {
+		f.ErrorStatus = DefaultErrorStatus
+	}
+	var bad []string
+	if f.LatencyMS < 0 || f.LatencyMS > MaxDelayMS || f.JitterMS < 0 || f.JitterMS > MaxDelayMS {
+		bad = append(bad, fmt.Sprintf("latency_ms and jitter_ms must be 0..%d, got %d and %d", MaxDelayMS, f.LatencyMS, f.JitterMS))
+	}
+	if !(f.ErrorRate >= 0 && f.ErrorRate <= 1) { // NaN too
+		bad = append(bad, fmt.Sprintf("error_rate must be 0..1, got %v", f.ErrorRate))
+	}
+	if f.ErrorStatus < 400 || f.ErrorStatus > 599 {
+		bad = append(bad, fmt.Sprintf("error_status must be 400..599, got %d", f.ErrorStatus))
+	}
+	if bad != nil {
+		return Fault{}, fmt.Errorf("%w: %s", ErrInvalidFault, strings.Join(bad, "; "))
+	}
+	return f, nil
+}
+
+// maxFaultBody bounds a PUT /faults body; a real one is under 200 bytes.
+const maxFaultBody = 16 << 10
+
+// DecodeFault reads a PUT /faults/{service} body: one JSON object whose
+// omitted or null fields keep their defaults. Anything else (unknown
+// fields, wrong types, not an object, trailing data, a body over 16 KiB,
+// values out of range) is an error wrapping ErrInvalidFault.
+func DecodeFault(r io.Reader) (Fault, error) {
+	dec := json.NewDecoder(io.LimitReader(r, maxFaultBody))
+	dec.DisallowUnknownFields()
+	f := healthy
+	p := &f // null would leave f as it is; it leaves p nil instead
+	if err := dec.Decode(&p); err != nil {
+		return Fault{}, fmt.Errorf("%w: %v", ErrInvalidFault, err)
+	}
+	if p == nil {
+		return Fault{}, fmt.Errorf("%w: body must be a JSON object", ErrInvalidFault)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Fault{}, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidFault)
+	}
+	return f.normalize()
+}
