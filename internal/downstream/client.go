@@ -1,8 +1,7 @@
-// Package downstream holds the page's downstream services, one file each
-// (order.go, inventory.go, coupon.go, logistics.go: the answer type, its
-// API, its semantic default and its registry entry), the registry the rest
-// of the service derives its dependencies from, and Client, which calls an
-// API over net/http.
+// Package downstream holds the page's dependencies, one file each (its
+// answer type, API, semantic default and registry entry), the registry
+// everything else derives from, and Client, which calls an API over
+// net/http.
 //
 // Client.Get's errors, as resilience.KindOf reads them: a 404 wraps
 // orderdetail.ErrNotFound and, like any other 4xx but 408 and 429, is a
@@ -83,7 +82,6 @@ type Client[T any] struct {
 	base    string // BaseURL without its trailing slashes
 	http    *http.Client
 	pool    *http.Transport
-	timeout time.Duration
 	maxBody int64
 }
 
@@ -92,11 +90,11 @@ type Client[T any] struct {
 // Environment proxies are ignored (downstreams are internal services), and
 // a redirect is answered as a failure, not followed.
 func NewClient[T any](api API[T], c Config) (*Client[T], error) {
-	if api.Path == nil || api.Check == nil {
-		return nil, fmt.Errorf("downstream: %s: an API needs a path and a check", api.Name)
-	}
 	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("downstream: %s client: base URL %q: want http(s)://host and no query", api.Name, c.BaseURL)
+	}
+	if api.Path == nil || api.Check == nil {
+		return nil, fmt.Errorf("downstream: %s: an API needs a path and a check", api.Name)
 	}
 	idle := or(c.MaxIdleConns, 100)
 	pool := &http.Transport{
@@ -109,9 +107,8 @@ func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 		rt = c.WrapTransport(api.Name, pool)
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool,
-		http:    &http.Client{Transport: rt, CheckRedirect: noRedirect},
-		timeout: or(c.Timeout, 2*time.Second), maxBody: or(c.MaxBodyBytes, 1<<20)}, nil
+	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool, maxBody: or(c.MaxBodyBytes, 1<<20),
+		http: &http.Client{Transport: rt, CheckRedirect: noRedirect, Timeout: or(c.Timeout, 2*time.Second)}}, nil
 }
 
 func or[N int | int64 | time.Duration](v, def N) N {
@@ -124,10 +121,7 @@ func or[N int | int64 | time.Duration](v, def N) N {
 // Close closes idle connections; calls in flight go on.
 func (c *Client[T]) Close() { c.pool.CloseIdleConnections() }
 
-var (
-	errEmptyID     = resilience.BadRequest(errors.New("empty order id"))
-	errCallTimeout = fmt.Errorf("%w: no answer within the client's timeout", ErrTransport)
-)
+var errEmptyID = resilience.BadRequest(errors.New("empty order id"))
 
 // Get fetches and checks orderID's answer; see the package doc for its
 // errors.
@@ -151,17 +145,13 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	left := c.timeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
-		left = time.Until(dl)
-	} else {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, errCallTimeout)
-		defer cancel()
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return nil, resilience.BadRequest(err)
+	}
+	left := c.http.Timeout
+	if dl, ok := ctx.Deadline(); ok {
+		left = min(left, time.Until(dl))
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, left.Milliseconds()), 10))
@@ -198,13 +188,11 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 
 // ioErr classifies an error of sending or reading: the caller's context's,
 // once it has ended; else the dependency's, with the cause as text only
-// (net's timeouts match context.DeadlineExceeded).
+// (Config.Timeout and net's timeouts match context.DeadlineExceeded).
 func ioErr(ctx context.Context, err error) error {
 	switch ctxErr := ctx.Err(); {
 	case ctxErr == nil:
 		return fmt.Errorf("%w: %v", ErrTransport, err)
-	case context.Cause(ctx) == errCallTimeout:
-		return fmt.Errorf("%w (%v)", errCallTimeout, err)
 	case errors.Is(err, ctxErr):
 		return err
 	default:

@@ -1,10 +1,8 @@
 package downstream
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,76 +13,29 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// API is one downstream's HTTP API: where an order's answer lives and how
-// to read it. A client is an API plus a Config.
-type API[T any] struct {
-	// Name of the dependency, in errors and for Config.WrapTransport;
-	// CoreOf and SectionOf set it to their entry's.
-	Name string
-	// Path is the answer's path below the base URL, the id escaped:
-	// "/order/v1/orders/" + url.PathEscape(id).
-	Path func(orderID string) string
-	// Decode reads a 200 body for orderID, checking what only the wire
-	// document holds (its order_id); nil: the body is T's own JSON.
-	Decode func(body []byte, orderID string) (T, error)
-	// Check holds an answer, live or cached, to the service's promises,
-	// with the rules of Check. What it refuses is a failure of the
-	// dependency, never a page with invented values.
-	Check func(v T, orderID string) error
-}
-
-// read reads a live body (wire) or a last-good payload (T as JSON, as the
-// page stores it), then holds it to Check.
-func (a API[T]) read(body []byte, orderID string, wire bool) (v T, err error) {
-	if wire && a.Decode != nil {
-		v, err = a.Decode(body, orderID)
-	} else {
-		var c Check
-		c.JSON(body, &v)
-		err = c.Err()
-	}
-	if err == nil {
-		err = a.Check(v, orderID)
-	}
-	if err != nil {
-		return *new(T), err
-	}
-	return v, nil
-}
-
-// DecodeCached reads a last-good payload as strictly as a live answer: the
-// store is outside the process.
-func (a API[T]) DecodeCached(payload []byte, orderID string) (T, error) {
-	return a.read(payload, orderID, false)
-}
-
 // Entry is one registered downstream. Everything that lists dependencies
 // derives from the entries: the --NAME-url flags, the --config keys and
 // config.example.yaml, the admin API, the guards, /v1/resilience, the
 // metrics' labels and the page's sections.
 type Entry struct {
-	// Name is the dependency's --NAME-url flag, its key in the --config
-	// file and the admin API, its guard and its metrics label.
-	Name string
-	// Section is its JSON key in the page and its key in the last-good store.
-	Section string
-	Core    bool // the order: without it (live or cached) there is no page
-	Place   int  // the page shows sections by Place, lowest first, the core first of all
+	Name    string // its --NAME-url flag, its key in --config and the admin API, its guard and metrics label
+	Section string // its JSON key in the page and its key in the last-good store
+	Core    bool   // the order: without it (live or cached) there is no page; Place 0
+	Place   int    // sections show by Place, lowest first; from 1
 	// Defaults are the guard's settings before the --config file's
 	// (completed by resilience.Config.WithDefaults).
 	Defaults    resilience.Config
 	CacheMaxAge time.Duration // how old a last-good answer may be and still be served
 	// About (what the section is and its default) and Why (the reason for
-	// each default the entry sets, by its --config key) are one line each:
-	// config.example.yaml prints them.
+	// each default the entry sets, by its --config key), one line each,
+	// are printed in config.example.yaml.
 	About string
 	Why   map[string]string
 	New   Builder // SectionOf, or CoreOf for the order
 }
 
-// Builder makes entry e's downstream as the page calls it, and returns the
-// function that closes its client's idle connections. Its error names e's
-// client.
+// Builder makes entry e's downstream as the page calls it, and the
+// function that closes its client's idle connections.
 type Builder func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error)
 
 // CoreOf is the Builder of the core section, through a Client of api.
@@ -112,19 +63,20 @@ func builder[T any](api API[T], fallback func(Order) T) Builder {
 
 var (
 	registryMu sync.Mutex
-	registry   []Entry
+	registry   []Entry // by Place
 	validName  = regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
 )
 
-// Register adds a downstream to the page; call it from an init function,
-// before the configuration is parsed. It panics on an entry that cannot be
-// served: a name or section not matching ^[a-z][a-z0-9]*$ or already
-// taken, the name "cache" (the last-good store's guard), a second core, no
+// Register adds a downstream to the page; call it from an init function.
+// It panics on an entry that cannot be served: a name or section not
+// matching ^[a-z][a-z0-9]*$ or already taken, the name "cache" (the store's
+// guard), a second core, a core not at Place 0 or a section before 1, no
 // builder, or a maximum cache age that is not positive.
 func Register(e Entry) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	ok := validName.MatchString(e.Name) && validName.MatchString(e.Section) && e.Name != "cache" && e.New != nil && e.CacheMaxAge > 0
+	ok := validName.MatchString(e.Name) && validName.MatchString(e.Section) && e.Name != "cache" &&
+		e.Core == (e.Place == 0) && e.Place >= 0 && e.New != nil && e.CacheMaxAge > 0
 	for _, o := range registry {
 		ok = ok && o.Name != e.Name && o.Section != e.Section && !(o.Core && e.Core)
 	}
@@ -132,22 +84,15 @@ func Register(e Entry) {
 		panic(fmt.Sprintf("downstream.Register: entry %q/%q cannot be served (see Register)", e.Name, e.Section))
 	}
 	registry = append(registry, e)
+	slices.SortStableFunc(registry, func(a, b Entry) int { return a.Place - b.Place })
 }
 
-// Registered returns the registered downstreams in page order; the slice
-// is the caller's.
+// Registered returns the registered downstreams in page order, the core
+// first; the slice is the caller's.
 func Registered() []Entry {
 	registryMu.Lock()
-	out := slices.Clone(registry)
-	registryMu.Unlock()
-	place := func(e Entry) int {
-		if e.Core {
-			return math.MinInt
-		}
-		return e.Place
-	}
-	slices.SortStableFunc(out, func(a, b Entry) int { return cmp.Compare(place(a), place(b)) })
-	return out
+	defer registryMu.Unlock()
+	return slices.Clone(registry)
 }
 
 // Names returns the registered downstreams' names in page order.
@@ -159,8 +104,46 @@ func Names() []string {
 	return out
 }
 
-// Check collects the first rule an answer breaks, so that a checker reads
-// as a list of rules and fails with ErrMalformed naming the field:
+// API is one downstream's HTTP API: where an order's answer lives and how
+// to read it. A client is an API plus a Config.
+type API[T any] struct {
+	Name string                      // in errors and for Config.WrapTransport; the Builders set the entry's
+	Path func(orderID string) string // below the base URL, the id escaped: "/order/v1/orders/" + url.PathEscape(id)
+	// Decode reads a 200 body for orderID, checking what only the wire
+	// document holds (its order_id); nil: the body is T's own JSON.
+	Decode func(body []byte, orderID string) (T, error)
+	// Check holds an answer, live or cached, to the service's promises.
+	// What it refuses is a failure of the dependency, never a page with
+	// invented values.
+	Check func(v T, orderID string) error
+}
+
+// read reads a live body (wire) or a last-good payload, then Checks it.
+func (a API[T]) read(body []byte, orderID string, wire bool) (v T, err error) {
+	if wire && a.Decode != nil {
+		v, err = a.Decode(body, orderID)
+	} else {
+		var c Check
+		c.JSON(body, &v)
+		err = c.Err()
+	}
+	if err == nil {
+		err = a.Check(v, orderID)
+	}
+	if err != nil {
+		return *new(T), err
+	}
+	return v, nil
+}
+
+// DecodeCached reads a last-good payload (T as JSON) as strictly as a live
+// answer: the store is outside the process.
+func (a API[T]) DecodeCached(payload []byte, orderID string) (T, error) {
+	return a.read(payload, orderID, false)
+}
+
+// Check collects the first rule an answer breaks, as ErrMalformed naming
+// the field:
 //
 //	var c downstream.Check
 //	c.That(o.UserID != "", "user_id", "is empty")
@@ -173,7 +156,7 @@ func Names() []string {
 // name, a total of 0) may be absent; any other must be present and valid.
 type Check struct{ err error }
 
-// Err is the first broken rule, wrapping ErrMalformed, or nil.
+// Err is the first broken rule, or nil.
 func (c *Check) Err() error { return c.err }
 
 // That records "field rule" unless ok.
@@ -185,8 +168,16 @@ func (c *Check) That(ok bool, field, rule string) {
 
 // At records "list[i].field rule" unless ok.
 func (c *Check) At(ok bool, list string, i int, field, rule string) {
-	if !ok && c.err == nil {
+	if !ok {
 		c.That(false, list+"["+strconv.Itoa(i)+"]."+field, rule)
+	}
+}
+
+// JSON decodes body into v: invalid JSON, trailing data or a wrong type
+// breaks the rule.
+func (c *Check) JSON(body []byte, v any) {
+	if err := json.Unmarshal(body, v); err != nil {
+		c.That(false, "body", err.Error())
 	}
 }
 
@@ -207,12 +198,4 @@ func IsToken(s string) bool {
 		}
 	}
 	return s != "" && len(s) <= 64
-}
-
-// JSON decodes body into v; invalid JSON, trailing data or a wrong type
-// is the first broken rule.
-func (c *Check) JSON(body []byte, v any) {
-	if err := json.Unmarshal(body, v); err != nil && c.err == nil {
-		c.err = fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
 }

@@ -1,3 +1,7 @@
+// Package orderdetail assembles the order-detail page: every dependency
+// called at once, each through its guard, and what to show for one that
+// does not answer (its last good answer, else its semantic default). It
+// knows nothing of HTTP or of the store behind LastGood.
 package orderdetail
 
 import (
@@ -6,45 +10,22 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Errors of Get that end the request without a page.
-var (
-	// ErrOrderNotFound: the order service says the order does not exist.
-	ErrOrderNotFound = errors.New("order not found")
-	// ErrOrderUnavailable: the order is neither live nor cached.
-	ErrOrderUnavailable = errors.New("order unavailable")
-)
-
-// Page is the assembled order-detail answer.
-type Page struct {
-	OrderID  string
-	Degraded bool      // any section is not live
-	Sections []Section // in registration order, the core first
-}
-
-// Observer hears what the aggregation decides that no guard sees: last-good
-// lookups. Telemetry implements it; nil is allowed.
-type Observer interface {
-	// CacheLookup reports a last-good read for dep: outcome is "hit", or for
-	// a miss "absent", "stale", "corrupt" or "error".
-	CacheLookup(ctx context.Context, dep, outcome string)
-}
-
 // Config wires an Aggregator.
 type Config struct {
-	// Core is the order (see NewCore); Sections are the degradable others.
-	Core     *Downstream
-	Sections []*Downstream
-	// Store holds last-good answers; CacheGuard protects reads from it so a
-	// sick store costs little once its breaker is open.
-	Store      LastGood
+	Core     *Downstream   // the order, from NewCore
+	Sections []*Downstream // the degradable others, from NewSection, in page order
+	Store    LastGood
+	// CacheGuard guards the reads of Store, so that a sick store costs
+	// little once its breaker is open.
 	CacheGuard *resilience.Guard
-	// Reserve is kept back from the request's deadline for fallbacks,
-	// assembly and encoding: dependency calls end this much before it.
+	// Reserve is kept back from the request's deadline for the fallbacks:
+	// dependency calls end this much before it.
 	Reserve  time.Duration
 	Now      func() time.Time // the clock of as_of and of max ages; nil: time.Now
 	Observer Observer         // nil: none
@@ -52,43 +33,31 @@ type Config struct {
 
 // Aggregator builds order-detail pages. It is safe for concurrent use.
 type Aggregator struct {
-	downstreams []*Downstream // core first
+	downstreams []*Downstream // the core first
 	store       LastGood
 	cacheGuard  *resilience.Guard
 	reserve     time.Duration
 	now         func() time.Time
 	obs         Observer
-	gate        coreGate
+	coreFirst   coreGate
 }
 
-// New builds an Aggregator. It fails when Core is not from NewCore, a
-// section not from NewSection, a section name is used twice, or Store or
-// CacheGuard is missing.
+// New builds an Aggregator. It fails when Core or a section is missing or
+// not made by NewCore or NewSection, a section's name is taken, or Store
+// or CacheGuard is missing.
 func New(cfg Config) (*Aggregator, error) {
-	if cfg.Core == nil || !cfg.Core.core || cfg.Core.guard == nil {
-		return nil, errors.New("orderdetail: Config.Core must come from NewCore")
-	}
-	if cfg.Store == nil || cfg.CacheGuard == nil {
-		return nil, errors.New("orderdetail: Store and CacheGuard are required")
+	if cfg.Core == nil || !cfg.Core.core || cfg.Core.guard == nil || cfg.Store == nil || cfg.CacheGuard == nil {
+		return nil, errors.New("orderdetail: Core (from NewCore), Store and CacheGuard are required")
 	}
 	seen := map[string]bool{cfg.Core.name: true}
 	for _, d := range cfg.Sections {
-		if d == nil || d.core || d.fallback == nil || d.guard == nil {
-			return nil, errors.New("orderdetail: every section must come from NewSection")
-		}
-		if seen[d.name] {
-			return nil, fmt.Errorf("orderdetail: section %q registered twice", d.name)
+		if d == nil || d.core || d.fallback == nil || d.guard == nil || seen[d.name] {
+			return nil, errors.New("orderdetail: every section must come from NewSection, under a name of its own")
 		}
 		seen[d.name] = true
 	}
-	a := &Aggregator{
-		downstreams: append([]*Downstream{cfg.Core}, cfg.Sections...),
-		store:       cfg.Store,
-		cacheGuard:  cfg.CacheGuard,
-		reserve:     cfg.Reserve,
-		now:         cfg.Now,
-		obs:         cfg.Observer,
-	}
+	a := &Aggregator{downstreams: append([]*Downstream{cfg.Core}, cfg.Sections...), store: cfg.Store,
+		cacheGuard: cfg.CacheGuard, reserve: cfg.Reserve, now: cfg.Now, obs: cfg.Observer}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -101,27 +70,29 @@ type call struct {
 	d       *Downstream
 	orderID string
 	end     time.Time // the calls' end: the page's deadline − Reserve; zero without a deadline
-
 	section Section
 	liveAt  time.Time // when the live answer arrived; zero when not live
 }
 
 // Get assembles the page for orderID under ctx's deadline.
 //
-// Every dependency is called at once, each through its own guard, and
-// every call ends by the deadline − Reserve: the reserve is the fallbacks'.
-// No section's failure cancels another, except the core's: without the
-// order there is no page, so Get then stops the others and returns
-// ErrOrderNotFound (the order service said so: no fallback, no health
-// charge) or ErrOrderUnavailable (neither live nor cached).
+// Every dependency is called at once, each through its guard, and every
+// call ends by the deadline − Reserve. No section's failure stops another,
+// except the core's: without the order there is no page, so Get then stops
+// the others and returns ErrOrderNotFound (the order service says so: no
+// fallback, no charge to its health) or ErrOrderUnavailable (neither live
+// nor cached). A section without a live answer shows its last good one,
+// read through the cache guard within the reserve, else its semantic
+// default. Every live section is handed to the store.
 //
-// While the order's breaker refuses calls, the order is resolved first,
-// alone (see coreGate): a page that can only be a 503 calls nobody else.
-//
-// Every live section is handed to the last-good store; a section with
-// neither a live nor a cached answer gets its semantic default.
+// While the order's breaker refuses calls, the order can only come from
+// the cache, and for an order not cached every other call would be thrown
+// away with the 503. So after a short-circuited order call, pages resolve
+// the order first, alone, and call the others only when there is an order
+// to show; the order service's next answer (a page, or a 404) restores
+// the overlap. The gate lags the breaker by a page at each transition.
 func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
-	ctx, abandon := context.WithCancel(ctx) // abandon: no page, stop the calls
+	ctx, abandon := context.WithCancel(ctx) // abandon: no page, stop every call
 	defer abandon()
 	var end time.Time
 	if dl, ok := ctx.Deadline(); ok {
@@ -131,20 +102,19 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	for i, d := range a.downstreams {
 		calls[i] = call{d: d, orderID: orderID, end: end}
 	}
-
 	var wg sync.WaitGroup
 	callOthers := func() {
 		for i := 1; i < len(calls); i++ {
 			wg.Go(func() { a.resolve(ctx, &calls[i]) })
 		}
 	}
-	coreFirst := a.gate.coreFirst()
+	coreFirst := a.coreFirst.Load()
 	if !coreFirst {
 		callOthers() // the usual case: a slow order overlaps the others
 	}
 	core := &calls[0]
 	a.resolve(ctx, core)
-	a.gate.settle(core.section.Err)
+	a.coreFirst.settle(core.section.Err)
 	if core.section.Body == nil {
 		abandon()
 		wg.Wait()
@@ -159,8 +129,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	wg.Wait()
 
 	page := &Page{OrderID: orderID, Sections: make([]Section, len(calls))}
-	for i := range calls {
-		c := &calls[i]
+	for i, c := range calls {
 		if c.section.Body == nil {
 			c.section.Body = c.d.fallback(core.section.Body)
 		}
@@ -171,30 +140,26 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	return page, nil
 }
 
-// resolve fills c.section: the dependency's live answer, by c.end at the
-// latest, or else its last good answer. A section with neither keeps a nil
-// Body (Get then ends the page, for the core, or fills in the default).
-// ctx is the page's: cancelled, it wants no fallback.
+// resolve fills c.section with the dependency's live answer, by c.end at
+// the latest, or else its last good answer; with neither, Body stays nil.
+// ctx is the page's: once cancelled, no fallback is wanted.
 func (a *Aggregator) resolve(ctx context.Context, c *call) {
-	d := c.d
-	c.section = Section{Name: d.name, BodyKey: d.bodyKey}
+	d, s := c.d, &c.section
+	*s = Section{Name: d.name, BodyKey: d.bodyKey}
 	v, err := resilience.DoUntil(ctx, d.guard, c.end, func(ctx context.Context) (any, error) { return d.fetch(ctx, c.orderID) })
 	if err == nil {
-		c.section.Source, c.section.Body, c.liveAt = SourceLive, v, a.now()
+		s.Source, s.Body, c.liveAt = SourceLive, v, a.now()
 		return
 	}
-	c.section.Source, c.section.Degraded, c.section.Reason, c.section.Err = SourceFallback, true, ReasonOf(err), err
-	if d.core && errors.Is(err, ErrNotFound) {
-		return // the truth, not a failure: no fallback
-	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return // the page was abandoned, or its caller left
+	s.Source, s.Degraded, s.Reason, s.Err = SourceFallback, true, ReasonOf(err), err
+	if d.core && errors.Is(err, ErrNotFound) || errors.Is(ctx.Err(), context.Canceled) {
+		return // the truth, not a failure; or the page was abandoned, or its caller left
 	}
 	cached, err := resilience.Fallback(ctx, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
 		return a.lastGood(ctx, d, c.orderID)
 	})
 	if err == nil {
-		c.section.Source, c.section.Body, c.section.AsOf = SourceCache, cached.body, cached.asOf
+		s.Source, s.Body, s.AsOf = SourceCache, cached.body, cached.asOf
 	}
 }
 
@@ -205,15 +170,14 @@ type cachedSection struct {
 
 var errNoLastGood = errors.New("no last-good answer")
 
-// lastGood reads d's last good answer through the cache guard and checks
-// its age, then its content with d's decoder: a cached answer is served only
-// if a live one like it would have been. Its error wraps errNoLastGood.
+// lastGood reads d's last good answer through the cache guard, and serves
+// it only if it is young enough and d's decoder reads it as it would a
+// live answer. Its error wraps errNoLastGood.
 func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string) (cachedSection, error) {
 	corrupt := false
 	e, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (CacheEntry, error) {
 		e, err := a.store.Get(ctx, d.name, orderID)
-		if errors.Is(err, ErrCacheMiss) {
-			// A miss is a good answer from the store, a corrupt entry too.
+		if errors.Is(err, ErrCacheMiss) { // a good answer from the store, a corrupt entry too
 			corrupt = errors.Is(err, ErrCacheCorrupt)
 			return CacheEntry{}, nil
 		}
@@ -240,27 +204,39 @@ func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string
 	if a.obs != nil {
 		a.obs.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
 	}
-	if outcome != "hit" {
-		if err != nil {
-			return cachedSection{}, fmt.Errorf("%s: %w (%s: %w)", d.name, errNoLastGood, outcome, err)
-		}
-		return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)
+	switch {
+	case outcome == "hit":
+		return cachedSection{body: body, asOf: e.AsOf}, nil
+	case err != nil:
+		return cachedSection{}, fmt.Errorf("%s: %w (%s: %w)", d.name, errNoLastGood, outcome, err)
 	}
-	return cachedSection{body: body, asOf: e.AsOf}, nil
+	return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)
 }
 
-// remember hands every live section to the last-good store, which writes
-// behind and skips a rewrite identical to its stored copy. ctx is the
-// request's, so that the write can be traced back to it.
+// remember hands every live section to the store. ctx is the request's,
+// so that the write can be traced back to it.
 func (a *Aggregator) remember(ctx context.Context, calls []call) {
 	for _, c := range calls {
 		if c.liveAt.IsZero() {
 			continue
 		}
-		payload, err := json.Marshal(c.section.Body)
-		if err != nil {
-			continue // our own types always marshal; nothing to remember otherwise
+		if payload, err := json.Marshal(c.section.Body); err == nil { // the answer types always marshal
+			a.store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: payload}, c.d.MaxAge())
 		}
-		a.store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: payload}, c.d.MaxAge())
+	}
+}
+
+// coreGate is set while the order's breaker refuses calls (see Get): by
+// the last order call's outcome, not by asking the breaker. A live answer
+// or a 404 clears it; a short circuit sets it; failures and timeouts leave
+// it, for the breaker judges those.
+type coreGate struct{ atomic.Bool }
+
+func (g *coreGate) settle(err error) {
+	switch {
+	case err == nil || errors.Is(err, ErrNotFound):
+		g.Store(false)
+	case resilience.KindOf(err) == resilience.KindShortCircuited:
+		g.Store(true)
 	}
 }

@@ -191,7 +191,7 @@ func TestCoreGateSettle(t *testing.T) {
 	var g coreGate
 	for _, s := range steps {
 		g.settle(s.err)
-		if got := g.coreFirst(); got != s.want {
+		if got := g.Load(); got != s.want {
 			t.Fatalf("after %s: coreFirst %v, want %v", s.name, got, s.want)
 		}
 	}

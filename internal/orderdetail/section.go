@@ -44,6 +44,13 @@ func ReasonOf(err error) Reason {
 	return ReasonFailure
 }
 
+// Page is the assembled order-detail answer.
+type Page struct {
+	OrderID  string
+	Degraded bool      // any section is not live
+	Sections []Section // the core first, then in Config.Sections' order
+}
+
 // Section is one dependency's part of the page.
 type Section struct {
 	Name     string
@@ -51,8 +58,7 @@ type Section struct {
 	Degraded bool
 	Reason   Reason    // empty when live
 	AsOf     time.Time // when a cached answer was live; zero otherwise
-	// Body is the section's content (Order, Inventory, Coupons, Logistics…).
-	Body any
+	Body     any       // the dependency's answer, or its semantic default
 	// BodyKey nests Body under this key when set ("data" for the order);
 	// when empty, Body's fields sit beside source/degraded.
 	BodyKey string
@@ -60,10 +66,8 @@ type Section struct {
 	Err error
 }
 
-// Downstream is one downstream as the page calls it: its section's name
-// (the JSON key and the last-good store's key), its guard, how to fetch it,
-// how old a last-good answer may be, how to read one back, and its semantic
-// default. Make one with NewCore or NewSection; use it by pointer.
+// Downstream is one dependency as the page calls it. Make one with NewCore
+// or NewSection; use it by pointer.
 type Downstream struct {
 	name     string
 	core     bool
@@ -80,13 +84,11 @@ type Spec[T any] struct {
 	Name   string            // the section's name: its JSON key and its key in the store
 	Guard  *resilience.Guard // every call goes through it
 	MaxAge time.Duration     // how old a last-good answer may be and still be served
-	// Fetch asks the dependency for orderID's answer. Its errors are
-	// classified as ports.go says.
+	// Fetch asks the dependency for orderID's answer (errors: see ErrNotFound).
 	Fetch func(ctx context.Context, orderID string) (T, error)
-	// Decode reads a last-good payload (T as JSON, as the page stores it)
-	// for orderID, as strictly as a live answer is read: the store is
-	// outside the process, and what it holds is served as the dependency's
-	// answer. An error makes the payload a cache miss counted as "corrupt".
+	// Decode reads a last-good payload (T as JSON) for orderID as strictly
+	// as a live answer: the store is outside the process. An error makes
+	// the payload a cache miss counted as "corrupt".
 	Decode func(payload []byte, orderID string) (T, error)
 	// Fallback is the semantic default, given the core's body: "unknown" in
 	// the section's own terms, never a made-up fact. Unused for the core.
