@@ -1,18 +1,16 @@
 package resilience
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// TimeoutChange reports an adaptive sub-budget's move.
+// TimeoutChange reports a move of an adaptive sub-budget towards
+// Recommended, the rule's figure over Successes successful calls.
 type TimeoutChange struct {
-	Dependency string
-	From, To   time.Duration
-	At         time.Time
-	// Recommended is the rule's figure it moves towards, from Successes
-	// successful calls in the window.
+	Dependency  string
+	From, To    time.Duration
+	At          time.Time
 	Recommended time.Duration
 	Successes   int64
 }
@@ -23,9 +21,9 @@ type TimeoutListener interface {
 	OnTimeoutChange(c TimeoutChange)
 }
 
-// An adaptive sub-budget looks at the window at most once per adaptEvery,
-// moves only when the rule's figure is more than adaptDeadBand away (unless
-// pinned at a bound), and by at most adaptStep of its value per move.
+// An adaptive sub-budget looks at the window once per adaptEvery at most,
+// moves only when the rule's figure is more than adaptDeadBand away or
+// pinned at a bound, and by at most adaptStep of its value a move.
 const (
 	adaptEvery    = time.Second
 	adaptDeadBand = 0.10
@@ -34,7 +32,6 @@ const (
 
 // adaptive is the state of an adaptive sub-budget (Config.AutoTimeout).
 type adaptive struct {
-	mu       sync.Mutex
 	timeout  atomic.Int64 // ns: the sub-budget in force
 	lookedAt atomic.Int64 // unix ns of the last look
 }
@@ -42,9 +39,6 @@ type adaptive struct {
 // reconfigure brings the learnt value within cfg's bounds; turning
 // AutoTimeout on starts it from cfg.Timeout.
 func (a *adaptive) reconfigure(g *Guard, old *settings, cfg *Config) {
-	if !cfg.AutoTimeout {
-		return
-	}
 	from := time.Duration(a.timeout.Load())
 	if old == nil || !old.cfg.AutoTimeout {
 		from = cfg.Timeout
@@ -53,13 +47,12 @@ func (a *adaptive) reconfigure(g *Guard, old *settings, cfg *Config) {
 	a.timeout.Store(int64(min(max(from, lo), hi)))
 }
 
-// autoBounds are an adaptive sub-budget's limits: timeout_min and
+// autoBounds are an adaptive sub-budget's limits, timeout_min and
 // timeout_max, both kept strictly below the calls' end (WithCallsEnd).
 func (g *Guard) autoBounds(cfg *Config) (lo, hi time.Duration) {
 	lo, hi = cfg.TimeoutMin, cfg.timeoutMax()
 	if g.callsEnd > 0 {
-		ceiling := g.callsEnd - time.Millisecond
-		lo, hi = min(lo, ceiling), min(hi, ceiling)
+		lo, hi = min(lo, g.callsEnd-time.Millisecond), min(hi, g.callsEnd-time.Millisecond)
 	}
 	return lo, hi
 }
@@ -72,19 +65,6 @@ func (g *Guard) inForce(s *settings) time.Duration {
 	return s.cfg.Timeout
 }
 
-// timeout is the sub-budget of a call starting at now, after letting an
-// adaptive one look at the window.
-func (g *Guard) timeout(s *settings, now time.Time) time.Duration {
-	if s.cfg.AutoTimeout && now.UnixNano()-g.auto.lookedAt.Load() >= int64(adaptEvery) && g.auto.mu.TryLock() {
-		change := g.adapt(s, now)
-		g.auto.mu.Unlock()
-		if l, ok := g.listener.(TimeoutListener); ok && change != nil {
-			l.OnTimeoutChange(*change)
-		}
-	}
-	return g.inForce(s)
-}
-
 // slowAfter is the slow-call threshold: SlowCallDuration, or 80% of the
 // sub-budget in force.
 func (g *Guard) slowAfter(s *settings) time.Duration {
@@ -94,36 +74,43 @@ func (g *Guard) slowAfter(s *settings) time.Duration {
 	return g.inForce(s) * 8 / 10
 }
 
-// adapt moves the adaptive sub-budget one step towards the rule's figure
-// over successful calls. It holds still below AdvisorMinSuccesses, while
-// the breaker is not closed and while failures and timeouts outnumber
-// successes (a hang yields no successes, so it never raises it), and does
-// not shrink while over 0.1% of calls time out (the successes are then
-// censored at the sub-budget and their tail reads low). g.auto.mu held.
+// timeout is the sub-budget of a call starting at now, once an adaptive
+// one has had its look at the window.
+func (g *Guard) timeout(s *settings, now time.Time) time.Duration {
+	last := g.auto.lookedAt.Load()
+	if s.cfg.AutoTimeout && now.UnixNano()-last >= int64(adaptEvery) && g.auto.lookedAt.CompareAndSwap(last, now.UnixNano()) {
+		if change := g.adapt(s, now); change != nil {
+			if l, ok := g.listener.(TimeoutListener); ok {
+				l.OnTimeoutChange(*change)
+			}
+		}
+	}
+	return g.inForce(s)
+}
+
+// adapt moves the adaptive sub-budget a step towards the rule's figure over
+// successful calls. It holds still below AdvisorMinSuccesses, while the
+// breaker is open or half-open and while failures and timeouts outnumber
+// successes (a hang yields no successes, so it never raises it); and it
+// does not shrink while over 0.1% of calls time out (the successes are then
+// censored at the sub-budget, and their tail reads low).
 func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
-	if now.UnixNano()-g.auto.lookedAt.Load() < int64(adaptEvery) {
-		return nil
-	}
-	g.auto.lookedAt.Store(now.UnixNano())
-	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
-		return nil
-	}
 	c := s.window.counts(now, time.Time{})
 	p := s.window.latencies(now, true).percentiles()
-	if c[cFailure]+c[cTimeout] >= c[cSuccess] || p.Count < AdvisorMinSuccesses {
+	if st := g.breaker.reported(); (st != StateClosed && st != StateForcedClosed) ||
+		c[cFailure]+c[cTimeout] >= c[cSuccess] || p.Count < AdvisorMinSuccesses {
 		return nil
 	}
 	lo, hi := g.autoBounds(&s.cfg)
 	target := min(max(RecommendTimeout(p, s.cfg.TimeoutMargin), lo), hi)
 	cur := time.Duration(g.auto.timeout.Load())
-	diff := target - cur
-	if diff < 0 && c[cTimeout]*1000 > c[cSuccess]+c[cFailure]+c[cTimeout] {
+	diff, step := target-cur, time.Duration(adaptStep*float64(cur))
+	switch {
+	case diff < 0 && c[cTimeout]*1000 > c[cSuccess]+c[cFailure]+c[cTimeout]:
+		return nil
+	case target != lo && target != hi && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur):
 		return nil
 	}
-	if atBound := target == lo || target == hi; !atBound && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur) {
-		return nil
-	}
-	step := time.Duration(adaptStep * float64(cur))
 	next := min(max((cur+min(max(diff, -step), step)).Round(time.Millisecond), lo), hi)
 	if next == cur {
 		return nil

@@ -89,24 +89,20 @@ func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, c
 	return ticket{probe: true, gen: b.gen}, true, change
 }
 
-// probeAbandoned hands back the place of a probe that learned nothing.
-func (b *breaker) probeAbandoned(t ticket) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if t.gen == b.gen && b.state == StateHalfOpen {
-		b.probes--
-	}
-}
-
-// probeDone settles a probe: an answer (good) counts towards closing,
-// anything else re-opens it for a longer sleep.
-func (b *breaker) probeDone(t ticket, good bool, now time.Time, cfg *BreakerConfig) *StateChange {
+// probeDone settles a half-open probe (other tickets are ignored) by the
+// attempt's kind: an answer counts towards closing, a probe that learned
+// nothing (KindDeadline) gives its place back, anything else re-opens the
+// breaker for a longer sleep.
+func (b *breaker) probeDone(t ticket, k Kind, now time.Time, cfg *BreakerConfig) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case t.gen != b.gen || b.state != StateHalfOpen:
+	case !t.probe || t.gen != b.gen || b.state != StateHalfOpen:
 		return nil
-	case !good:
+	case k == KindDeadline:
+		b.probes--
+		return nil
+	case k != KindSuccess && k != KindBadRequest:
 		b.level++
 		return b.open(now, cfg)
 	}
@@ -117,24 +113,26 @@ func (b *breaker) probeDone(t ticket, good bool, now time.Time, cfg *BreakerConf
 	return b.set(StateClosed, now)
 }
 
-// onAttempt feeds an attempt's outcome to a closed breaker: bad (a failure
-// or timeout) extends the run of failures, good (an answer) ends it. It
+// onAttempt feeds a closed breaker an attempt the caller did not cut: a
+// failure or timeout extends the run of failures, an answer ends it. It
 // opens the breaker when the run reaches ConsecutiveFailures, or when a bad
 // or slow attempt brings the window (since the last close) to MinRequests
 // calls whose error or slow rate reaches its threshold.
-func (b *breaker) onAttempt(bad, good, slow bool, w *window, now time.Time, cfg *BreakerConfig) *StateChange {
+func (b *breaker) onAttempt(e Event, slow bool, w *window, cfg *BreakerConfig) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if bad {
+	bad, end := e.Kind == KindFailure || e.Kind == KindTimeout, e.Start.Add(e.Duration)
+	switch {
+	case bad:
 		b.streak++
-	} else if good {
+	case e.Kind == KindSuccess || e.Kind == KindBadRequest:
 		b.streak = 0
 	}
 	if b.force != ForceNone || b.state != StateClosed || !(bad || slow) {
 		return nil
 	}
 	if b.streak < cfg.ConsecutiveFailures {
-		c := w.counts(now, b.closedSince)
+		c := w.counts(end, b.closedSince)
 		calls := float64(c[cSuccess] + c[cFailure] + c[cTimeout])
 		if calls < float64(cfg.MinRequests) ||
 			(float64(c[cFailure]+c[cTimeout])*100/calls < cfg.ErrorPercent && float64(c[cSlow])*100/calls < cfg.SlowCallPercent) {
@@ -143,12 +141,12 @@ func (b *breaker) onAttempt(bad, good, slow bool, w *window, now time.Time, cfg 
 	}
 	// Opening again within a window of the last close: the recovery did not
 	// hold, so the sleep keeps growing. A recovery that lasted starts over.
-	if b.gen > 0 && now.Sub(b.closedSince) < cfg.Window {
+	if b.gen > 0 && end.Sub(b.closedSince) < cfg.Window {
 		b.level++
 	} else {
 		b.level = 0
 	}
-	return b.open(now, cfg)
+	return b.open(end, cfg)
 }
 
 // open opens the breaker for SleepWindow doubled per level, up to

@@ -7,45 +7,38 @@ import (
 	"time"
 )
 
-// bulkhead caps the calls in flight to one dependency. A slot is held until
-// the guarded function has really returned, so work still unwinding after
-// a timeout keeps counting: the cap limits real work, not waiting callers.
+// bulkhead caps the calls in flight. A slot is held until the guarded
+// function has really returned, so work still unwinding after a timeout
+// keeps counting: the cap limits real work, not waiting callers.
 type bulkhead struct {
 	mu       sync.Mutex
 	inUse    int
 	capacity int
-	waiters  []chan struct{} // first in, first served; closing one hands it a slot
+	waiters  []chan struct{} // in arrival order; closing one hands it a slot
 }
 
-// tryAcquire takes a free slot, if there is one, without waiting.
+// tryAcquire takes a free slot, if there is one.
 func (b *bulkhead) tryAcquire() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.inUse < b.capacity {
-		b.inUse++
-		return true
-	}
-	return false
+	return b.acquire(context.Background(), 0, 0, nil) == KindSuccess
 }
 
-// acquire takes a slot, waiting in the queue (if cfg has one) for at most
-// wait. It returns KindSuccess with a slot, KindRejected when the bulkhead
-// and its queue are full or the wait ran out, KindDeadline when ctx ended.
-func (b *bulkhead) acquire(ctx context.Context, cfg *BulkheadConfig, wait time.Duration, clock Clock) Kind {
+// acquire takes a slot, waiting for at most wait in a queue of at most
+// maxQueue: KindSuccess with a slot, KindRejected when the bulkhead and the
+// queue are full or the wait ran out, KindDeadline when ctx ended first.
+func (b *bulkhead) acquire(ctx context.Context, maxQueue int, wait time.Duration, clock Clock) Kind {
 	b.mu.Lock()
 	if b.inUse < b.capacity {
 		b.inUse++
 		b.mu.Unlock()
 		return KindSuccess
 	}
-	if len(b.waiters) >= cfg.MaxQueue || wait <= 0 {
+	if len(b.waiters) >= maxQueue || wait <= 0 {
 		b.mu.Unlock()
 		return KindRejected
 	}
 	ch := make(chan struct{})
 	b.waiters = append(b.waiters, ch)
 	b.mu.Unlock()
-
 	kind := KindRejected
 	select {
 	case <-ch:
@@ -70,8 +63,8 @@ func (b *bulkhead) release() {
 	b.releaseLocked()
 }
 
-// releaseLocked frees a slot, or hands it to the first waiter while the
-// bulkhead is within its capacity. b.mu held.
+// releaseLocked hands the slot to the first waiter, while within capacity,
+// or frees it.
 func (b *bulkhead) releaseLocked() {
 	if len(b.waiters) > 0 && b.inUse <= b.capacity {
 		close(b.waiters[0])
@@ -81,13 +74,13 @@ func (b *bulkhead) releaseLocked() {
 	b.inUse--
 }
 
-// resize sets the capacity; calls beyond a smaller one finish as they are,
-// and a larger one serves the queue at once.
+// resize sets the capacity: calls beyond a smaller one finish as they are,
+// a larger one serves the queue at once.
 func (b *bulkhead) resize(capacity int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.capacity = capacity
-	for len(b.waiters) > 0 && b.inUse < b.capacity {
+	for len(b.waiters) > 0 && b.inUse < capacity {
 		b.inUse++
 		close(b.waiters[0])
 		b.waiters = b.waiters[1:]

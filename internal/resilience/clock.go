@@ -5,16 +5,13 @@ import (
 	"time"
 )
 
-// Clock is a guard's one source of time. It reads the time (windows, the
-// breaker's sleep, latencies), waits (backoffs, hedge delays, a bulkhead
-// queue) and ends the calls' sub-budget contexts. The deadlines of the
-// callers' contexts are read as times of the same clock. SystemClock is the
-// real one; tests inject their own.
+// Clock is a guard's one source of time: it reads the time, waits (After)
+// and ends the calls' sub-budget contexts (WithDeadline, as
+// context.WithDeadline does). The deadlines of the callers' contexts are
+// read as times of the same clock.
 type Clock interface {
 	Now() time.Time
-	// After returns a channel that receives once d has passed.
 	After(d time.Duration) <-chan time.Time
-	// WithDeadline is context.WithDeadline on this clock.
 	WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc)
 }
 

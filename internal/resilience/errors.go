@@ -16,7 +16,7 @@ const (
 	KindShortCircuited             // the breaker is open: nothing was called
 	KindRejected                   // the bulkhead (and its queue) is full: nothing was called
 	KindBadRequest                 // the caller's fault (a 404, another 4xx): never counted against the dependency, never retried
-	KindDeadline                   // the caller's deadline or bound ran out, or it went away: nobody's fault but the caller's
+	KindDeadline                   // the caller's deadline or bound ran out, or it went away: not the dependency's fault
 )
 
 var kindNames = [...]string{"success", "failure", "timeout", "short_circuited", "rejected", "bad_request", "deadline"}
@@ -29,8 +29,8 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// The sentinels of the kinds: an *Error matches its kind's with errors.Is,
-// so errors.Is(err, resilience.ErrTimeout) reads as prose.
+// The kinds' sentinels: errors.Is(err, resilience.ErrTimeout) is true of an
+// *Error of KindTimeout.
 var (
 	ErrFailure        = errors.New("dependency failed")
 	ErrTimeout        = errors.New("dependency timed out")
@@ -38,11 +38,11 @@ var (
 	ErrRejected       = errors.New("bulkhead full")
 	ErrBadRequest     = errors.New("bad request")
 	ErrDeadline       = errors.New("no budget left")
-	sentinels         = [...]error{nil, ErrFailure, ErrTimeout, ErrShortCircuited, ErrRejected, ErrBadRequest, ErrDeadline}
+	sentinels         = [...]error{errors.New("success"), ErrFailure, ErrTimeout, ErrShortCircuited, ErrRejected, ErrBadRequest, ErrDeadline}
 )
 
-// Error is what Do returns when a call did not succeed: its kind, the
-// dependency, and the last underlying error (the cause of a refusal, or nil).
+// Error is what DoUntil returns when a call did not succeed: its Kind, and
+// the last attempt's error or the cause of a refusal (nil if none).
 type Error struct {
 	Dependency string
 	Kind       Kind
@@ -52,8 +52,8 @@ type Error struct {
 
 func (e *Error) Error() string {
 	msg := e.Dependency + ": " + e.Kind.String()
-	if s := e.Kind.sentinel(); s != nil {
-		msg = e.Dependency + ": " + s.Error()
+	if int(e.Kind) < len(sentinels) {
+		msg = e.Dependency + ": " + sentinels[e.Kind].Error()
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
@@ -62,13 +62,8 @@ func (e *Error) Error() string {
 }
 
 // Is matches the sentinel of e's kind.
-func (e *Error) Is(target error) bool { s := e.Kind.sentinel(); return s != nil && target == s }
-
-func (k Kind) sentinel() error {
-	if int(k) < len(sentinels) {
-		return sentinels[k]
-	}
-	return nil
+func (e *Error) Is(target error) bool {
+	return int(e.Kind) < len(sentinels) && target == sentinels[e.Kind]
 }
 
 // Unwrap returns the underlying error, for errors.Is to see the dependency's own.
@@ -85,7 +80,7 @@ func KindOf(err error) Kind {
 		return e.Kind
 	}
 	for k, s := range sentinels {
-		if s != nil && errors.Is(err, s) {
+		if errors.Is(err, s) {
 			return Kind(k)
 		}
 	}

@@ -11,21 +11,18 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Event is one thing that happened to a dependency: an attempt's outcome, a
-// call turned away (short-circuited, rejected, no budget), or a fallback's
-// outcome.
+// Event is one thing that happened to a dependency: an attempt's outcome,
+// a call turned away (Attempt 0), or a fallback's outcome.
 type Event struct {
 	Dependency string
 	Kind       Kind
-	// Attempt is 1 for the first attempt, 2… for retries and hedges; 0 for
-	// a call turned away and for a fallback.
-	Attempt  int
-	Hedge    bool // a hedged (backup) attempt
-	Probe    bool // a half-open probe
-	Fallback bool // a fallback's outcome: Kind is success or failure
-	Start    time.Time
-	Duration time.Duration
-	Err      error
+	Attempt    int  // 1 for the first attempt, 2… for retries and hedges
+	Hedge      bool // a hedged (backup) attempt
+	Probe      bool // a half-open probe
+	Fallback   bool // a fallback's outcome: Kind is success or failure
+	Start      time.Time
+	Duration   time.Duration
+	Err        error
 }
 
 // Name is the event's name: the kind's, or fallback_success or
@@ -54,31 +51,28 @@ type Option func(*Guard)
 // WithClock sets the guard's clock; the default is SystemClock.
 func WithClock(c Clock) Option { return func(g *Guard) { g.clock = c } }
 
-// WithRandom sets the source of retry jitter: a uniform value in [0, n).
-// The default is math/rand/v2's Int64N.
+// WithRandom sets the retry jitter's source of uniform values in [0, n);
+// the default is math/rand/v2's Int64N.
 func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN = f } }
 
 // WithListener sets the listener of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
 // WithCallsEnd tells the guard the most a caller ever gives a call: the
-// page's deadline minus its reserve. A call cut there is the caller's
-// DEADLINE, which the breaker never sees; so an adaptive sub-budget stays
-// strictly below it (by a millisecond at least), and Snapshot warns when
-// the recommended timeout reaches it. 0, the default: no such bound.
+// page's deadline minus its reserve. A cut there is the caller's DEADLINE,
+// which the breaker never sees, so an adaptive sub-budget stays strictly
+// below it (a millisecond at least) and Snapshot warns when the recommended
+// timeout reaches it. 0, the default: no such bound.
 func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd = d } }
 
-// WithTracerProvider makes the guard start one span per call, "dependency
-// <name>", as a child of the span in the caller's context (the attempts'
-// HTTP or Redis spans are its children), and one per fallback, "fallback
-// <name>"; see spans.go. Without it the guard starts no span.
+// WithTracerProvider makes the guard start spans (see spans.go); without
+// it the guard starts none.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(g *Guard) { g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience") }
 }
 
-// Guard protects one dependency with the layers of the package doc and
-// keeps its rolling statistics. Build it once with New and share it; it is
-// safe for concurrent use.
+// Guard protects one dependency with the layers of the package doc, and
+// keeps its rolling statistics. Build it once with New and share it.
 type Guard struct {
 	name     string
 	clock    Clock
@@ -92,15 +86,14 @@ type Guard struct {
 	auto     adaptive
 }
 
-// settings is one configuration and the window it is measured over; a
-// call keeps the one it started with.
+// settings is one configuration and the window it is measured over.
 type settings struct {
 	cfg    Config
 	window *window
 }
 
-// New builds the guard of the named dependency. cfg's zero fields take
-// their defaults; an invalid cfg is an error naming the setting.
+// New builds the named dependency's guard. cfg's zero fields take their
+// defaults; an invalid cfg is an error naming the setting.
 func New(name string, cfg Config, opts ...Option) (*Guard, error) {
 	g := &Guard{name: name, clock: SystemClock{}, randN: rand.Int64N}
 	for _, o := range opts {
@@ -121,18 +114,15 @@ func (g *Guard) Config() Config { return g.cur.Load().cfg }
 
 // Reconfigure puts cfg in force atomically; calls in flight finish under
 // the settings they started with. A new window length or bucket count
-// starts a fresh window; other changes keep the history. An invalid cfg
-// changes nothing.
+// starts a fresh window. An invalid cfg changes nothing.
 func (g *Guard) Reconfigure(cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("resilience: %s: %w", g.name, err)
 	}
-	next, old := &settings{cfg: cfg}, g.cur.Load()
+	next, old := &settings{cfg, newWindow(cfg.Breaker)}, g.cur.Load()
 	if old != nil && old.cfg.Breaker.Window == cfg.Breaker.Window && old.cfg.Breaker.Buckets == cfg.Breaker.Buckets {
 		next.window = old.window
-	} else {
-		next.window = newWindow(cfg.Breaker.Window, cfg.Breaker.Buckets)
 	}
 	g.bulkhead.resize(cfg.Bulkhead.MaxConcurrent)
 	g.auto.reconfigure(g, old, &cfg)
@@ -152,10 +142,10 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 // with the breaker open KindShortCircuited, with the bulkhead full
 // KindRejected, all without calling fn. Otherwise fn runs under the call's
 // sub-budget — the dependency's timeout, cut to ctx's deadline and to until
-// (zero: no such bound) — retried or hedged as configured. A cut at ctx's
-// deadline or at until is the caller's doing, KindDeadline, and teaches the
-// breaker nothing; a cut at the timeout is KindTimeout. fn must honour its
-// context: DoUntil returns once every attempt has returned.
+// (zero: none) — retried or hedged as configured. A cut at ctx's deadline or
+// at until is the caller's doing, KindDeadline, and teaches the breaker
+// nothing; a cut at the timeout is KindTimeout. fn must honour its context:
+// DoUntil returns once every attempt has returned.
 //
 // A nil error means fn's value is good; otherwise the error is an *Error
 // whose Kind says what happened, wrapping fn's last error.
@@ -183,13 +173,13 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 			r = c.hedged(cctx)
 		} else {
 			c.made++
-			r = c.attempt(cctx, outcome{n: c.made})
+			r = c.attempt(cctx, Event{Attempt: c.made})
 		}
 		switch {
-		case r.kind == KindSuccess:
+		case r.Kind == KindSuccess:
 			return r.v, nil
-		case r.kind != KindFailure || !c.mayRetry(cctx):
-			return v, &Error{Dependency: g.name, Kind: r.kind, Attempts: c.made, Err: r.err}
+		case r.Kind != KindFailure || !c.mayRetry(cctx):
+			return v, &Error{Dependency: g.name, Kind: r.Kind, Attempts: c.made, Err: r.Err}
 		}
 	}
 }
@@ -228,10 +218,8 @@ func (c *call[T]) admit() error {
 	if cfg.Bulkhead.MaxWait > 0 {
 		wait = min(wait, cfg.Bulkhead.MaxWait)
 	}
-	if kind := g.bulkhead.acquire(c.ctx, &cfg.Bulkhead, wait, g.clock); kind != KindSuccess {
-		if t.probe {
-			g.breaker.probeAbandoned(t)
-		}
+	if kind := g.bulkhead.acquire(c.ctx, cfg.Bulkhead.MaxQueue, wait, g.clock); kind != KindSuccess {
+		g.breaker.probeDone(t, KindDeadline, c.start, &cfg.Breaker) // the probe learned nothing
 		return c.refuse(kind, c.ctx.Err())
 	}
 	return nil
@@ -246,28 +234,19 @@ func (c *call[T]) refuse(kind Kind, cause error) error {
 	return &Error{Dependency: c.g.name, Kind: kind, Err: cause}
 }
 
-// outcome is an attempt as the guard records it.
-type outcome struct {
-	n          int  // 1 for the first attempt, 2… after
-	hedge      bool // a hedged attempt
-	start, end time.Time
-	kind       Kind
-	err        error
-}
-
 type result[T any] struct {
 	v T
-	outcome
+	Event
 }
 
-// attempt makes attempt o (n and hedge set) in ctx, then records it.
-func (c *call[T]) attempt(ctx context.Context, o outcome) result[T] {
-	o.start = c.g.clock.Now()
+// attempt makes attempt e (Attempt and Hedge set) in ctx, then records it.
+func (c *call[T]) attempt(ctx context.Context, e Event) result[T] {
+	e.Dependency, e.Probe, e.Start = c.g.name, c.t.probe, c.g.clock.Now()
 	v, err := c.fn(ctx)
-	o.end, o.err = c.g.clock.Now(), err
-	o.kind = c.classify(ctx, err)
-	c.settle(o)
-	return result[T]{v, o}
+	e.Duration, e.Err = c.g.clock.Now().Sub(e.Start), err
+	e.Kind = c.classify(ctx, err)
+	c.settle(e)
+	return result[T]{v, e}
 }
 
 // classify turns fn's result into a kind by whose time ran out: the
@@ -293,26 +272,19 @@ func (c *call[T]) classify(ctx context.Context, err error) Kind {
 
 // settle records a finished attempt, feeds the breaker and tells the
 // listener. A cut by the caller says nothing of the dependency.
-func (c *call[T]) settle(o outcome) {
+func (c *call[T]) settle(e Event) {
 	g, cfg := c.g, &c.s.cfg.Breaker
-	if o.kind == KindDeadline {
-		if c.t.probe {
-			g.breaker.probeAbandoned(c.t)
-		}
-	} else {
-		slow := o.end.Sub(o.start) >= g.slowAfter(c.s)
-		c.s.window.record(o, slow)
-		bad := o.kind == KindFailure || o.kind == KindTimeout
-		good := o.kind == KindSuccess || o.kind == KindBadRequest // the dependency answered
-		if c.t.probe {
-			g.notify(g.breaker.probeDone(c.t, good, o.end, cfg))
-		} else {
-			g.notify(g.breaker.onAttempt(bad, good, slow, c.s.window, o.end, cfg))
-		}
+	slow := e.Duration >= g.slowAfter(c.s)
+	if e.Kind != KindDeadline {
+		c.s.window.record(e, slow)
 	}
-	g.tell(c.ctx, Event{Dependency: g.name, Kind: o.kind, Attempt: o.n, Hedge: o.hedge, Probe: c.t.probe,
-		Start: o.start, Duration: o.end.Sub(o.start), Err: o.err})
-	attemptEvent(c.span, o, c.t.probe)
+	if c.t.probe {
+		g.notify(g.breaker.probeDone(c.t, e.Kind, e.Start.Add(e.Duration), cfg))
+	} else if e.Kind != KindDeadline {
+		g.notify(g.breaker.onAttempt(e, slow, c.s.window, cfg))
+	}
+	g.tell(c.ctx, e)
+	attemptEvent(c.span, e)
 }
 
 // mayRetry reports, having waited the backoff, whether to retry a failure:
@@ -320,13 +292,9 @@ func (c *call[T]) settle(o outcome) {
 // the time left holds the backoff and a typical attempt.
 func (c *call[T]) mayRetry(cctx context.Context) bool {
 	g, r := c.g, &c.s.cfg.Retry
-	if c.t.probe || c.made >= r.MaxAttempts {
+	if st := g.breaker.reported(); c.t.probe || c.made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
 		return false
 	}
-	if st := g.breaker.reported(); st != StateClosed && st != StateForcedClosed {
-		return false
-	}
-	now := g.clock.Now()
 	wait := r.Backoff
 	for i := 1; i < c.made && wait < r.MaxBackoff; i++ {
 		wait *= 2
@@ -334,6 +302,7 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 	if wait = min(wait, r.MaxBackoff); wait > 0 {
 		wait = time.Duration(g.randN(int64(wait)) + 1) // full jitter: (0, wait]
 	}
+	now := g.clock.Now()
 	if !g.retryBudgetLeft(c.s, now) || c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
 		return false
 	}
@@ -360,50 +329,46 @@ func (g *Guard) retryBudgetLeft(s *settings, now time.Time) bool {
 // slot of its own, when the retry budget and the time left allow. The
 // first answer wins and the other attempt is cancelled; hedged returns
 // once every attempt it started has returned.
-func (c *call[T]) hedged(cctx context.Context) result[T] {
+func (c *call[T]) hedged(cctx context.Context) (r result[T]) {
 	results := make(chan result[T], 2)
 	var cancels []context.CancelCauseFunc
+	running := 0
+	defer func() { // cancel the loser, if any, and wait for it
+		for _, cancel := range cancels {
+			cancel(errHedgeLost)
+		}
+		for ; running > 0; running-- {
+			<-results
+		}
+	}()
 	launch := func(hedge bool) {
 		actx, cancel := context.WithCancelCause(cctx)
-		cancels = append(cancels, cancel)
+		cancels, running = append(cancels, cancel), running+1
 		c.made++
-		o := outcome{n: c.made, hedge: hedge}
-		go func() {
-			r := c.attempt(actx, o)
-			if hedge {
+		go func(e Event) {
+			r := c.attempt(actx, e)
+			if e.Hedge {
 				c.g.bulkhead.release()
 			}
 			results <- r
-		}()
+		}(Event{Attempt: c.made, Hedge: hedge})
 	}
 	lat := c.s.window.latencies(c.g.clock.Now(), false)
 	timer := c.g.clock.After(max(lat.quantile(c.s.cfg.Hedge.Percentile/100), c.s.cfg.Hedge.MinDelay))
 	launch(false)
-	var r result[T]
-	for running := 1; running > 0; {
+	for running > 0 {
 		select {
 		case r = <-results:
-			running--
-			if r.kind == KindSuccess || r.kind == KindBadRequest {
-				for _, cancel := range cancels {
-					cancel(errHedgeLost)
-				}
-				for ; running > 0; running-- {
-					<-results
-				}
+			if running--; r.Kind == KindSuccess || r.Kind == KindBadRequest {
 				return r
 			}
 		case <-timer:
 			timer = nil
 			now := c.g.clock.Now()
 			if c.end.Sub(now) > lat.quantile(0.5) && c.g.retryBudgetLeft(c.s, now) && c.g.bulkhead.tryAcquire() {
-				running++
 				launch(true)
 			}
 		}
-	}
-	for _, cancel := range cancels {
-		cancel(nil)
 	}
 	return r
 }

@@ -635,7 +635,7 @@ func feed(g *Guard, n int, kind Kind, lat time.Duration) {
 	c := &call[struct{}]{g: g, s: g.cur.Load(), ctx: context.Background(), span: noSpan}
 	for range n {
 		end := g.clock.Now()
-		c.settle(outcome{n: 1, start: end.Add(-lat), end: end, kind: kind})
+		c.settle(Event{Dependency: g.name, Attempt: 1, Start: end.Add(-lat), Duration: lat, Kind: kind})
 	}
 }
 

@@ -142,7 +142,7 @@ func simulateArrivals(cfg Config, rate float64, dur time.Duration, seed uint64, 
 			sc := heap.Pop(&h).(*simCall)
 			end := at(sc.end)
 			g.bulkhead.release()
-			sc.c.settle(outcome{n: 1, start: res.start.Add(sc.start), end: end, kind: sc.kind})
+			sc.c.settle(Event{Dependency: g.name, Attempt: 1, Start: res.start.Add(sc.start), Duration: end.Sub(res.start.Add(sc.start)), Kind: sc.kind})
 			if (sc.kind == KindFailure || sc.kind == KindTimeout) && res.firstBad < 0 {
 				res.firstBad = sc.end
 			}

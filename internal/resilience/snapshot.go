@@ -5,33 +5,33 @@ import (
 	"time"
 )
 
-// Snapshot is a guard's state and rolling statistics at one instant, for
-// /v1/resilience, the dashboard, the metrics and the admin API.
+// Snapshot is a guard's state and rolling statistics at one instant.
 type Snapshot struct {
 	Name    string
 	Breaker State
 	// Counts over the window by event name: the kinds, slow, retry, hedge,
 	// fallback_success, fallback_failure, cache_hit and cache_miss.
 	Counts map[string]int64
-	// ErrorPercent is failures and timeouts over the calls that reached
-	// the dependency.
+	// ErrorPercent is failures and timeouts over the calls that reached the
+	// dependency.
 	ErrorPercent float64
 	// Latency of every attempt that reached the dependency; SuccessLatency
-	// of the successful ones only, the advisor's input.
+	// of the successful ones, the advisor's input.
 	Latency, SuccessLatency Percentiles
 	InUse, Capacity, Queued int64
-	// Timeout is the sub-budget in force. With AutoTimeout it is the value
-	// learnt so far, within TimeoutMin and TimeoutMax (zero when fixed).
+	// Timeout is the sub-budget in force: under AutoTimeout the value learnt
+	// so far, within TimeoutMin and TimeoutMax (zero when fixed).
 	Timeout                time.Duration
 	AutoTimeout            bool
 	TimeoutMin, TimeoutMax time.Duration
-	// Recommended is false while the window holds fewer than
-	// AdvisorMinSuccesses successful calls; RecommendedTimeout is then 0.
+	// RecommendedTimeout is max(3×P99, 2×P99.9) + TimeoutMargin over the
+	// successful calls; Recommended is false, and it 0, below
+	// AdvisorMinSuccesses of them.
 	Recommended        bool
 	RecommendedTimeout time.Duration
-	// Warnings say when the timeout and the observed latency disagree.
-	// There are none while the breaker is open or half-open, or while
-	// failures and timeouts outnumber successes.
+	// Warnings say when the timeout and the latency disagree; there are none
+	// while the breaker is open or half-open, or while failures and
+	// timeouts outnumber successes.
 	Warnings []string
 }
 
@@ -41,16 +41,12 @@ const AdvisorMinSuccesses = 100
 
 // Snapshot reads the guard's state.
 func (g *Guard) Snapshot() Snapshot {
-	s := g.cur.Load()
-	now := g.clock.Now()
+	s, now := g.cur.Load(), g.clock.Now()
 	c := s.window.counts(now, time.Time{})
 	inUse, capacity, queued := g.bulkhead.usage()
-	snap := Snapshot{
-		Name: g.name, Breaker: g.breaker.reported(), Counts: make(map[string]int64, numCounters),
+	snap := Snapshot{Name: g.name, Breaker: g.breaker.reported(), Counts: map[string]int64{},
 		Latency: s.window.latencies(now, false).percentiles(), SuccessLatency: s.window.latencies(now, true).percentiles(),
-		InUse: int64(inUse), Capacity: int64(capacity), Queued: int64(queued),
-		Timeout: g.inForce(s), AutoTimeout: s.cfg.AutoTimeout,
-	}
+		InUse: int64(inUse), Capacity: int64(capacity), Queued: int64(queued), Timeout: g.inForce(s), AutoTimeout: s.cfg.AutoTimeout}
 	if snap.AutoTimeout {
 		snap.TimeoutMin, snap.TimeoutMax = g.autoBounds(&s.cfg)
 	}
@@ -64,35 +60,29 @@ func (g *Guard) Snapshot() Snapshot {
 	if snap.SuccessLatency.Count < AdvisorMinSuccesses {
 		return snap
 	}
-	snap.Recommended = true
-	snap.RecommendedTimeout = RecommendTimeout(snap.SuccessLatency, s.cfg.TimeoutMargin)
+	snap.Recommended, snap.RecommendedTimeout = true, RecommendTimeout(snap.SuccessLatency, s.cfg.TimeoutMargin)
 	if st := snap.Breaker; (st != StateClosed && st != StateForcedClosed) || c[cFailure]+c[cTimeout] >= c[cSuccess] {
 		return snap
 	}
-	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	// An adaptive sub-budget below the rule is on its way up, unless held
-	// at its ceiling. Over 0.1% of calls timing out means healthy calls
-	// are cut off; otherwise the timeout is only tighter than the rule.
+	rec, to := snap.RecommendedTimeout, snap.Timeout.Round(time.Millisecond)
 	switch {
-	case snap.RecommendedTimeout <= snap.Timeout || (snap.AutoTimeout && snap.Timeout < snap.TimeoutMax):
-	case c[cTimeout]*1000 >= calls:
-		snap.Warnings = append(snap.Warnings, fmt.Sprintf(
-			"timeout %v is below the recommended %v and %.1f%% of calls time out: healthy calls are being cut off (successful calls reach P99.9 %v)",
-			ms(snap.Timeout), snap.RecommendedTimeout, float64(c[cTimeout])*100/float64(calls), ms(snap.SuccessLatency.P999)))
+	case rec <= snap.Timeout || (snap.AutoTimeout && snap.Timeout < snap.TimeoutMax): // fine, or on its way up
+	case c[cTimeout]*1000 >= calls: // over 0.1% time out
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v and %.1f%% of calls time out: "+
+			"healthy calls are being cut off (successful calls reach P99.9 %v)",
+			to, rec, float64(c[cTimeout])*100/float64(calls), snap.SuccessLatency.P999.Round(time.Millisecond)))
 	default:
-		snap.Warnings = append(snap.Warnings, fmt.Sprintf(
-			"timeout %v is below the recommended %v (max(3×P99, 2×P99.9) + margin over %d successful calls)",
-			ms(snap.Timeout), snap.RecommendedTimeout, snap.SuccessLatency.Count))
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v "+
+			"(max(3×P99, 2×P99.9) + margin over %d successful calls)", to, rec, snap.SuccessLatency.Count))
 	}
-	if g.callsEnd > 0 && snap.RecommendedTimeout >= g.callsEnd {
-		snap.Warnings = append(snap.Warnings, fmt.Sprintf(
-			"recommended timeout %v reaches the calls' end %v (deadline − reserve), where a cut is the page's DEADLINE and the breaker sees nothing: the dependency is too slow for this page",
-			snap.RecommendedTimeout, ms(g.callsEnd)))
+	if g.callsEnd > 0 && rec >= g.callsEnd {
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("recommended timeout %v reaches the calls' end %v (deadline − reserve), "+
+			"where a cut is the page's DEADLINE, unseen by the breaker: the dependency is too slow for this page", rec, g.callsEnd))
 	}
 	return snap
 }
 
-// RecommendTimeout is max(3×P99, 2×P99.9) plus a margin, rounded up to the
+// RecommendTimeout is max(3×P99, 2×P99.9) plus margin, rounded up to the
 // millisecond.
 func RecommendTimeout(p Percentiles, margin time.Duration) time.Duration {
 	d := max(3*p.P99, 2*p.P999) + margin

@@ -8,29 +8,25 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The guard's spans (WithTracerProvider) carry orderagg.dependency; a
-// call's or fallback's span also orderagg.event, its outcome's event name,
-// and the status Error when the caller got no answer through the
-// dependency's fault or the guard's refusal (failure, timeout,
-// short_circuited, rejected, fallback_failure). A call's span has one
-// "attempt" span event per attempt, with its number, event, and whether it
-// was a hedge or a probe.
-const (
+// With WithTracerProvider a guard starts a span per call, "dependency
+// <name>", where the call starts: a child of the span in the caller's
+// context and the parent of the attempts' own (HTTP, Redis) spans; and a
+// span per fallback, "fallback <name>". Each carries orderagg.dependency and
+// orderagg.event (the outcome's event name), with status Error when the
+// caller got no answer through the dependency's fault or the guard's
+// refusal. A call's span has an "attempt" span event per attempt, with
+// orderagg.attempt, orderagg.event, orderagg.hedge and orderagg.probe.
+var (
 	attrDependency = attribute.Key("orderagg.dependency")
 	attrEvent      = attribute.Key("orderagg.event")
-	attrAttempt    = attribute.Key("orderagg.attempt")
-	attrHedge      = attribute.Key("orderagg.hedge")
-	attrProbe      = attribute.Key("orderagg.probe")
+	noSpan         = trace.SpanFromContext(context.Background())
 )
-
-var noSpan = trace.SpanFromContext(context.Background())
 
 func (g *Guard) startSpan(ctx context.Context, prefix string) (context.Context, trace.Span) {
 	if g.tracer == nil {
 		return ctx, noSpan
 	}
-	return g.tracer.Start(ctx, prefix+g.name, trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrDependency.String(g.name)))
+	return g.tracer.Start(ctx, prefix+g.name, trace.WithAttributes(attrDependency.String(g.name)))
 }
 
 func endSpan(span trace.Span, event string, err error) {
@@ -45,9 +41,9 @@ func endSpan(span trace.Span, event string, err error) {
 	span.End()
 }
 
-func attemptEvent(span trace.Span, o outcome, probe bool) {
+func attemptEvent(span trace.Span, e Event) {
 	if span.IsRecording() {
-		span.AddEvent("attempt", trace.WithAttributes(attrAttempt.Int(o.n), attrEvent.String(o.kind.String()),
-			attrHedge.Bool(o.hedge), attrProbe.Bool(probe)))
+		span.AddEvent("attempt", trace.WithAttributes(attribute.Int("orderagg.attempt", e.Attempt),
+			attrEvent.String(e.Name()), attribute.Bool("orderagg.hedge", e.Hedge), attribute.Bool("orderagg.probe", e.Probe)))
 	}
 }

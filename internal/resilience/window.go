@@ -75,8 +75,8 @@ type window struct {
 	buckets []bucket
 }
 
-func newWindow(length time.Duration, n int) *window {
-	return &window{width: int64(length) / int64(n), buckets: make([]bucket, n)}
+func newWindow(cfg BreakerConfig) *window {
+	return &window{width: int64(cfg.Window) / int64(cfg.Buckets), buckets: make([]bucket, cfg.Buckets)}
 }
 
 // at is the bucket of now. w.mu held.
@@ -97,11 +97,11 @@ func (w *window) add(now time.Time, c counter) {
 
 // record adds a finished attempt: its kind, latency and slowness; every
 // attempt after the first counts as a retry, a hedge also as a hedge.
-func (w *window) record(o outcome, slow bool) {
+func (w *window) record(e Event, slow bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b, bin := w.at(o.end), binOf(o.end.Sub(o.start))
-	if b.counts[o.kind]++; o.kind == KindSuccess {
+	b, bin := w.at(e.Start.Add(e.Duration)), binOf(e.Duration)
+	if b.counts[e.Kind]++; e.Kind == KindSuccess {
 		b.ok[bin]++
 	} else {
 		b.other[bin]++
@@ -109,10 +109,10 @@ func (w *window) record(o outcome, slow bool) {
 	if slow {
 		b.counts[cSlow]++
 	}
-	if o.n > 1 {
+	if e.Attempt > 1 {
 		b.counts[cRetry]++
 	}
-	if o.hedge {
+	if e.Hedge {
 		b.counts[cHedge]++
 	}
 }
