@@ -151,7 +151,7 @@ func TestFaultsAreClassified(t *testing.T) {
 		{name: "latency within deadline", fault: sim.Fault{LatencyMS: 20}, timeout: time.Second, kind: resilience.KindSuccess},
 	}
 	for _, tt := range tests {
-		for _, svc := range sim.Services() {
+		for _, svc := range bundled {
 			t.Run(tt.name+"/"+svc, func(t *testing.T) {
 				mustSetFault(t, s, svc, tt.fault)
 				t.Cleanup(s.ResetFaults)
@@ -305,7 +305,7 @@ func TestEndedContextSendsNothing(t *testing.T) {
 	cl := newClients(t, s.URL, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, svc := range sim.Services() {
+	for _, svc := range bundled {
 		err := call(ctx, cl, svc, "o-1")
 		if !errors.Is(err, context.Canceled) || resilience.KindOf(err) != resilience.KindDeadline {
 			t.Errorf("%s: err = %v", svc, err)
@@ -320,7 +320,7 @@ func TestEndedContextSendsNothing(t *testing.T) {
 
 func TestEmptyOrderIDIsBadRequest(t *testing.T) {
 	cl := newClients(t, "http://127.0.0.1:1", Config{})
-	for _, svc := range sim.Services() {
+	for _, svc := range bundled {
 		if err := call(context.Background(), cl, svc, ""); resilience.KindOf(err) != resilience.KindBadRequest {
 			t.Errorf("%s: err = %v", svc, err)
 		}
@@ -616,7 +616,7 @@ func TestWrapTransport(t *testing.T) {
 		})
 	}
 	cl := newClients(t, s.URL, Config{WrapTransport: wrap})
-	for _, svc := range sim.Services() {
+	for _, svc := range bundled {
 		if err := call(context.Background(), cl, svc, "o-5"); err != nil {
 			t.Fatal(err)
 		}

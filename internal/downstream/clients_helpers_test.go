@@ -14,6 +14,9 @@ type (
 	LogisticsClient = Client[Logistics]
 )
 
+// bundled are the services of Clients, as the simulator names them.
+var bundled = []string{"order", "inventory", "coupon", "logistics"}
+
 // Endpoints are the base URLs of the four services.
 type Endpoints struct {
 	Order, Inventory, Coupon, Logistics string
