@@ -32,7 +32,9 @@ func TestServeWithReviewsRegistered(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan app.Addrs, 1), make(chan error, 1)
-	go func() { done <- app.Serve(ctx, cfg, app.Env{Stderr: io.Discard, OnReady: func(a app.Addrs) { ready <- a }}) }()
+	go func() {
+		done <- app.Serve(ctx, cfg, app.Env{Stderr: io.Discard, OnReady: func(a app.Addrs) { ready <- a }})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

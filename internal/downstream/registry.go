@@ -63,7 +63,7 @@ func builder[T any](api API[T], fallback func(Order) T) Builder {
 
 var (
 	registryMu sync.Mutex
-	registry   []Entry // by Place
+	registry   []Entry                                  // by Place
 	validName  = regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
 )
 
