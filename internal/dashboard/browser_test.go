@@ -92,7 +92,7 @@ func newGuards(t *testing.T) map[string]*resilience.Guard {
 // steady rate matters: with a closed loop, calls that fail fast would raise
 // the request rate just when a dependency breaks. stop ends the requests and
 // waits for every call.
-func traffic(guards map[string]*resilience.Guard, faults *fakeFaults) (stop func()) {
+func traffic(guards map[string]*resilience.Guard, faults *sim.Server) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	call := func(ctx context.Context, p profile) error {
@@ -131,8 +131,8 @@ func traffic(guards map[string]*resilience.Guard, faults *fakeFaults) (stop func
 }
 
 // simulate is one downstream call under the dependency's recorded fault.
-func simulate(ctx context.Context, p profile, faults *fakeFaults) error {
-	f := faults.fault(p.name) // the cache has no fault: the zero Fault
+func simulate(ctx context.Context, p profile, faults *sim.Server) error {
+	f := faults.Faults()[p.name] // the cache has no fault: the zero Fault
 	if f.Hang {
 		<-ctx.Done()
 		return ctx.Err()
@@ -214,7 +214,7 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	for _, p := range profiles {
 		ordered = append(ordered, guards[p.name])
 	}
-	faults := newFakeFaults()
+	faults := sim.New()
 	d := New(Options{
 		Report: func() handlers.ResilienceReport {
 			return handlers.NewResilienceReport(time.Now(), 1500*time.Millisecond, ordered)
@@ -265,10 +265,10 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`[data-dep="coupon"] [data-role="fault-apply"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-dep="coupon"][data-faulty]`)),
 	)
-	if f := faults.fault(sim.ServiceInventory); f.LatencyMS != 80 || f.ErrorRate != 0 || f.Hang {
+	if f := faults.Faults()[sim.ServiceInventory]; f.LatencyMS != 80 || f.ErrorRate != 0 || f.Hang {
 		t.Errorf("inventory fault %+v, want 80ms latency only", f)
 	}
-	if f := faults.fault(sim.ServiceCoupon); f.ErrorRate != 0.2 || f.LatencyMS != 0 || f.ErrorStatus != 500 {
+	if f := faults.Faults()[sim.ServiceCoupon]; f.ErrorRate != 0.2 || f.LatencyMS != 0 || f.ErrorStatus != 500 {
 		t.Errorf("coupon fault %+v, want error_rate 0.2 only", f)
 	}
 	// A value out of range is refused by the page and changes nothing.
@@ -278,7 +278,7 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-dep="order"] [data-role="fault-message"]`)),
 		chromedp.SetValue(chromedp.CSS(`[data-dep="order"] [data-role="fault-error-rate"]`), "0"),
 	)
-	if f := faults.fault(sim.ServiceOrder); f != healthy {
+	if f := faults.Faults()[sim.ServiceOrder]; f != healthy {
 		t.Errorf("order fault %+v after a refused value", f)
 	}
 
@@ -301,7 +301,7 @@ func TestBrowserBreakItOpensTheBreaker(t *testing.T) {
 	if got := text(t, ctx, `[data-dep="logistics"] [data-role="breaker-text"]`); got != "OPEN" {
 		t.Errorf("logistics badge %q, want OPEN", got)
 	}
-	if f := faults.fault(sim.ServiceLogistics); f.ErrorRate != 1 {
+	if f := faults.Faults()[sim.ServiceLogistics]; f.ErrorRate != 1 {
 		t.Errorf("logistics fault %+v, want error_rate 1", f)
 	}
 	if got := text(t, ctx, `[data-dep="logistics"] [data-role="fault-state"]`); !strings.Contains(got, "errors 100%") {
@@ -478,7 +478,7 @@ func TestBrowserFirstLoadExplainsItself(t *testing.T) {
 		Interval: time.Hour, // only the first report: what a page shows on load
 	})
 	for i := range HistorySize {
-		d.history.add(firstLoadReport(now.Add(time.Duration(i-HistorySize)*time.Second), int64(i)))
+		d.record(firstLoadReport(now.Add(time.Duration(i-HistorySize)*time.Second), int64(i)))
 	}
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)

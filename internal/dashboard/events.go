@@ -1,181 +1,196 @@
 package dashboard
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"strconv"
+	"slices"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
-// retryMS is the reconnection delay the stream asks EventSource to use: a
-// restarted service is usually back within a couple of seconds, and the
-// browser's own default (about 3 s) leaves the page stale for longer.
-const retryMS = 2000
+// Stream settings. retryMS is the reconnection delay EventSource is asked
+// to use (a restarted service is usually back within two seconds);
+// writeWait bounds one event's write, so that a client that stops reading
+// cannot hold its handler (and a shutdown) forever, and lifts a
+// server-wide WriteTimeout meant for ordinary answers.
+const (
+	retryMS          = 2000
+	writeWait        = 10 * time.Second
+	streamRetryAfter = "5" // seconds: a slot frees rarely soon
+)
 
-// minWriteWait bounds how long one event may take to reach the client. A
-// client that stops reading (a suspended laptop, a stuck proxy) would
-// otherwise hold its handler, and so a server shutdown, indefinitely. It
-// also lifts a server-wide WriteTimeout, which is meant for ordinary
-// requests and would cut every stream after a few seconds.
-const minWriteWait = 10 * time.Second
-
-// serveEvents streams reports until the client goes away, a write fails or
-// Close is called. It runs on the server's goroutine for the request and
-// starts none of its own.
+// serveEvents streams events until the client goes away, a write fails or
+// Close is called, on the request's own goroutine.
 func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
-	if !allowMethods(w, r, http.MethodGet, http.MethodHead) {
+	if r.Method == http.MethodHead { // what a GET starts with, without a slot
+		setStreamHeaders(w)
 		return
 	}
-	if r.Method == http.MethodHead {
-		// What a GET would start with, without taking a slot.
-		setStreamHeaders(w.Header())
-		w.WriteHeader(http.StatusOK)
+	if !d.admit(w, r) {
 		return
 	}
-	if !d.admitStream(w, r) {
+	defer func() { <-d.streams }()
+	setStreamHeaders(w)
+	rc := http.NewResponseController(w)
+	send := func(text string) error {
+		if err := rc.SetWriteDeadline(time.Now().Add(max(writeWait, 3*d.opts.Interval))); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		if _, err := w.Write([]byte(text)); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	event := func(name string, v any) error {
+		b, _ := json.Marshal(v) // plain data; json never writes a newline, so it fits one data: line
+		return send("event: " + name + "\ndata: " + string(b) + "\n\n")
+	}
+	tick := time.NewTicker(d.opts.Interval)
+	defer tick.Stop()
+	var faults map[string]sim.Fault
+	report := any(withHistory{d.opts.Report(), d.samples()}) // the charts start full
+	if send(fmt.Sprintf("retry: %d\n\n", retryMS)) != nil {
 		return
 	}
-	defer d.releaseStream()
-
-	s := &stream{w: w, rc: http.NewResponseController(w), wait: max(minWriteWait, 3*d.interval)}
-	setStreamHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-
-	ctx := r.Context()
-	d.log.DebugContext(ctx, "dashboard stream started", "remote", r.RemoteAddr)
-	defer d.log.DebugContext(ctx, "dashboard stream ended", "remote", r.RemoteAddr)
-	d.pushReports(ctx, s)
-}
-
-// admitStream takes a stream slot, or answers 503 and reports false when
-// the dashboard is closing or every slot is taken.
-func (d *Dashboard) admitStream(w http.ResponseWriter, r *http.Request) bool {
-	d.mu.Lock()
-	closed, full := d.closed, d.open >= d.maxStreams
-	if !closed && !full {
-		d.open++
-		d.streams.Add(1)
-	}
-	d.mu.Unlock()
-	// The refusals are written outside the lock: a write may block.
-	switch {
-	case closed:
-		w.Header().Set("Retry-After", "2")
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "the dashboard is shutting down")
-		return false
-	case full:
-		d.log.DebugContext(r.Context(), "dashboard stream refused: too many open", "max", d.maxStreams, "remote", r.RemoteAddr)
-		w.Header().Set("Retry-After", strconv.Itoa(streamRetryAfter))
-		writeError(w, http.StatusServiceUnavailable, codeTooManyStreams,
-			fmt.Sprintf("%d dashboard streams are open, the most this service allows; retry later", d.maxStreams))
-		return false
-	}
-	return true
-}
-
-// releaseStream gives back the slot admitStream took.
-func (d *Dashboard) releaseStream() {
-	d.mu.Lock()
-	d.open--
-	d.mu.Unlock()
-	d.streams.Done()
-	d.streamEnded()
-}
-
-// pushReports writes a report every interval, and the faults whenever they
-// change, until ctx ends, a write fails or Close is called.
-func (d *Dashboard) pushReports(ctx context.Context, s *stream) {
-	tick, stop := d.ticker(d.interval)
-	defer stop()
-	var lastFaults map[string]sim.Fault
-	if err := s.raw(fmt.Sprintf("retry: %d\n\n", retryMS)); err != nil {
-		return
-	}
-	// The first report carries the last minute, so the page's charts start
-	// full instead of as empty boxes.
-	var report any = withHistory{ResilienceReport: d.report(), History: d.history.samples()}
 	for {
-		if err := s.event("report", report); err != nil {
+		if event("report", report) != nil {
 			return
 		}
-		if d.faults != nil {
-			// Sent only when they change, so a second tab (or a curl to
-			// the simulator's own fault API) shows up without a poll.
-			if f := d.faults.Faults(); lastFaults == nil || !maps.Equal(f, lastFaults) {
-				if err := s.event("faults", f); err != nil {
+		if d.opts.Faults != nil {
+			// Only when they change, so that a second tab or a curl to
+			// the simulator shows without a poll.
+			if f := d.opts.Faults.Faults(); faults == nil || !maps.Equal(f, faults) {
+				if event("faults", f) != nil {
 					return
 				}
-				lastFaults = f
+				faults = f
 			}
 		}
 		select {
-		case <-tick:
-			report = d.report()
-		case <-ctx.Done():
+		case <-tick.C:
+			report = d.opts.Report()
+		case <-r.Context().Done():
 			return
 		case <-d.closing:
-			// Tell the page why the stream ends, so it can say the server
-			// is going away rather than that the network broke. Best effort:
-			// the stream is ending either way.
-			_ = s.event("closing", struct{}{})
+			_ = event("closing", struct{}{}) // the page then says why the stream ends
 			return
 		}
 	}
 }
 
-// streamRetryAfter is the Retry-After, in seconds, of a stream refused for
-// want of a slot: streams are long-lived, so one frees rarely soon.
-const streamRetryAfter = 5
-
-func setStreamHeaders(h http.Header) {
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	// Reverse proxies such as nginx buffer responses by default, which
-	// would hold every event back.
-	h.Set("X-Accel-Buffering", "no")
+// admit takes a stream slot, or answers 503 (Retry-After) and reports
+// false when the dashboard is closed or every slot is taken.
+func (d *Dashboard) admit(w http.ResponseWriter, r *http.Request) bool {
+	select {
+	case <-d.closing:
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "the dashboard is shutting down")
+		return false
+	default:
+	}
+	select {
+	case d.streams <- struct{}{}:
+		return true
+	default:
+		d.opts.Logger.DebugContext(r.Context(), "dashboard stream refused: too many open", "max", d.opts.MaxStreams)
+		w.Header().Set("Retry-After", streamRetryAfter)
+		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_STREAMS",
+			fmt.Sprintf("%d dashboard streams are open, the most this service allows; retry later", d.opts.MaxStreams))
+		return false
+	}
 }
 
-// stream writes server-sent events to one client.
-type stream struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	wait time.Duration
-	buf  bytes.Buffer
+func setStreamHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no") // proxies such as nginx would hold events back
+	w.WriteHeader(http.StatusOK)
 }
 
-// event writes one event whose data is v as JSON. json.Marshal never
-// emits a newline, so the data always fit on the one data: line.
-func (s *stream) event(name string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("dashboard: encoding %s event: %w", name, err)
-	}
-	s.buf.Reset()
-	s.buf.WriteString("event: ")
-	s.buf.WriteString(name)
-	s.buf.WriteString("\ndata: ")
-	s.buf.Write(b)
-	s.buf.WriteString("\n\n")
-	return s.write(s.buf.Bytes())
+// HistorySize is how many samples Start keeps, one a HistoryInterval: the
+// chart's minute.
+const (
+	HistorySize     = 60
+	HistoryInterval = time.Second
+)
+
+// withHistory is a stream's first report: the report and the last minute's
+// samples, oldest first.
+type withHistory struct {
+	handlers.ResilienceReport
+	History []sample `json:"history"`
 }
 
-func (s *stream) raw(text string) error { return s.write([]byte(text)) }
+// sample is what the chart needs of one report: per dependency its
+// non-zero rolling counts (the page reads a missing kind as 0), its error
+// percentage and its window.
+type sample struct {
+	At           time.Time   `json:"generated_at"`
+	Dependencies []sampleDep `json:"dependencies"`
+}
 
-// write sends p at once. A ResponseWriter that cannot set deadlines (a
-// test recorder, some middleware) still streams, just without the bound.
-func (s *stream) write(p []byte) error {
-	if err := s.rc.SetWriteDeadline(time.Now().Add(s.wait)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+type sampleDep struct {
+	Name         string           `json:"name"`
+	Counts       map[string]int64 `json:"counts"`
+	ErrorPercent float64          `json:"error_percent"`
+	WindowMS     int64            `json:"window_ms"`
+}
+
+// record adds a sample of r to the history, dropping the oldest beyond
+// HistorySize.
+func (d *Dashboard) record(r handlers.ResilienceReport) {
+	s := sample{At: r.GeneratedAt, Dependencies: []sampleDep{}}
+	for _, g := range r.Dependencies {
+		counts := map[string]int64{}
+		for kind, n := range g.Counts {
+			if n != 0 {
+				counts[kind] = n
+			}
+		}
+		s.Dependencies = append(s.Dependencies, sampleDep{g.Name, counts, g.ErrorPercent, g.WindowMS})
 	}
-	if _, err := s.w.Write(p); err != nil {
-		return err
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.history = append(d.history, s)
+	if len(d.history) > HistorySize {
+		d.history = slices.Delete(d.history, 0, 1)
 	}
-	return s.rc.Flush()
+}
+
+// samples returns the history, oldest first; never nil. Samples are never
+// changed once recorded, so the copy shares their maps.
+func (d *Dashboard) samples() []sample {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]sample{}, d.history...)
+}
+
+// Start records a sample of the report now and every HistoryInterval until
+// Close, so that a page opened during an incident shows how it began.
+// Without Start, streams start with no history. A second call, or one after
+// Close, does nothing.
+func (d *Dashboard) Start() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started || d.closed {
+		return
+	}
+	d.started = true
+	d.sampler.Go(func() {
+		tick := time.NewTicker(HistoryInterval)
+		defer tick.Stop()
+		for {
+			d.record(d.opts.Report())
+			select {
+			case <-tick.C:
+			case <-d.closing:
+				return
+			}
+		}
+	})
 }

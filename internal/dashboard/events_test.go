@@ -8,24 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/sim"
 )
-
-// newServer serves d over real HTTP (streams need flushing and a client
-// that can go away) and closes both at the end, d first so that no stream
-// holds up the server's Close.
-func newServer(t *testing.T, d *Dashboard) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(d)
-	t.Cleanup(srv.Close)
-	t.Cleanup(d.Close)
-	return srv
-}
 
 func reportOf(t *testing.T, ev sse) handlers.ResilienceReport {
 	t.Helper()
@@ -36,134 +25,128 @@ func reportOf(t *testing.T, ev sse) handlers.ResilienceReport {
 	return r
 }
 
-func TestEventsSendAReportAtOnceAndOnEveryTick(t *testing.T) {
-	ticker := newManualTicker()
-	d := New(Options{Report: countingReport(), newTicker: ticker.newTicker})
+// A stream sends a report at once, then one every Interval, each newer
+// than the one before.
+func TestEventsSendAReportAtOnceAndEveryInterval(t *testing.T) {
+	d := New(Options{Report: countingReport(), Interval: 5 * time.Millisecond})
 	srv := newServer(t, d)
-
 	events, _ := openEvents(t, srv)
-	if ct := events.resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Fatalf("Content-Type %q", ct)
+	if ct, cc := events.resp.Header.Get("Content-Type"), events.resp.Header.Get("Cache-Control"); ct != "text/event-stream" || cc != "no-store" {
+		t.Fatalf("Content-Type %q, Cache-Control %q", ct, cc)
 	}
-	if cc := events.resp.Header.Get("Cache-Control"); cc != "no-store" {
-		t.Errorf("Cache-Control %q", cc)
-	}
-	// The first report comes before any tick: the page is filled at once.
 	if r := reportOf(t, events.must("report")); r.DeadlineMS != 1 || len(r.Dependencies) != 1 || r.Dependencies[0].Name != "logistics" {
 		t.Fatalf("first report %+v", r)
 	}
-	for want := int64(2); want <= 4; want++ {
-		ticker.tick(t)
+	for want := int64(2); want <= 5; want++ {
 		if r := reportOf(t, events.must("report")); r.DeadlineMS != want {
-			t.Fatalf("report %d after a tick, want %d", r.DeadlineMS, want)
+			t.Fatalf("report %d, want %d", r.DeadlineMS, want)
 		}
 	}
 }
 
-// Without an injected ticker, reports keep coming at the interval.
-func TestEventsUseTheInterval(t *testing.T) {
-	d := New(Options{Report: countingReport(), Interval: 5 * time.Millisecond})
-	srv := newServer(t, d)
-	events, _ := openEvents(t, srv)
-	for range 5 {
-		events.must("report")
-	}
-}
-
+// In demo mode the faults come once at the start and again only when they
+// change; without it, never.
 func TestEventsCarryFaultsWhenTheyChange(t *testing.T) {
-	ticker := newManualTicker()
-	faults := newFakeFaults()
-	d := New(Options{Report: countingReport(), Faults: faults, newTicker: ticker.newTicker})
-	srv := newServer(t, d)
-	events, _ := openEvents(t, srv)
-
+	s := sim.New()
+	d := New(Options{Report: countingReport(), Faults: s, Interval: 5 * time.Millisecond})
+	events, _ := openEvents(t, newServer(t, d))
 	events.must("report")
 	var got map[string]sim.Fault
 	if err := json.Unmarshal([]byte(events.must("faults").data), &got); err != nil || len(got) != len(sim.Services()) || got["logistics"] != healthy {
 		t.Fatalf("first faults %v (%v)", got, err)
 	}
-	// Unchanged faults are not repeated: two ticks, two bare reports.
-	for range 2 {
-		ticker.tick(t)
+	for range 3 { // unchanged: bare reports
 		events.must("report")
 	}
-	if err := faults.SetFault("logistics", sim.Fault{ErrorRate: 1, ErrorStatus: 503}); err != nil {
+	if err := s.SetFault("logistics", sim.Fault{ErrorRate: 1, ErrorStatus: 503}); err != nil {
 		t.Fatal(err)
 	}
-	// The stream may have seen the change already (its faults event comes
-	// before the next report) or will on the round this tick starts.
-	ticker.tick(t)
-	ev, err := events.next()
-	if err == nil && ev.name == "report" {
-		ev, err = events.next()
+	for {
+		ev, err := events.next()
+		if err != nil {
+			t.Fatalf("no faults event after a change: %v", err)
+		}
+		if ev.name == "faults" {
+			if err := json.Unmarshal([]byte(ev.data), &got); err != nil || got["logistics"].ErrorRate != 1 || got["logistics"].ErrorStatus != 503 {
+				t.Fatalf("changed faults %v (%v)", got, err)
+			}
+			break
+		}
 	}
-	if err != nil || ev.name != "faults" {
-		t.Fatalf("after a change: %+v, %v; want a faults event", ev, err)
-	}
-	if err := json.Unmarshal([]byte(ev.data), &got); err != nil || got["logistics"].ErrorRate != 1 || got["logistics"].ErrorStatus != 503 {
-		t.Fatalf("changed faults %v (%v)", got, err)
+
+	plain, _ := openEvents(t, newServer(t, New(Options{Report: countingReport(), Interval: 5 * time.Millisecond})))
+	for range 3 {
+		plain.must("report")
 	}
 }
 
-func TestEventsWithoutDemoModeHaveNoFaults(t *testing.T) {
-	ticker := newManualTicker()
-	d := New(Options{Report: countingReport(), newTicker: ticker.newTicker})
-	srv := newServer(t, d)
-	events, _ := openEvents(t, srv)
-	events.must("report")
-	ticker.tick(t)
-	events.must("report")
-}
-
-func TestStreamEndsWhenTheClientGoes(t *testing.T) {
-	ticker := newManualTicker()
-	logs := newLogRecorder()
-	d := New(Options{Report: countingReport(), newTicker: ticker.newTicker, Logger: logs.logger()})
-	srv := newServer(t, d)
-	events, cancel := openEvents(t, srv)
-	events.must("report")
-	logs.waitFor(t, "dashboard stream started")
-	cancel()
-	logs.waitFor(t, "dashboard stream ended")
-	ticker.mu.Lock()
-	stopped := ticker.stopped
-	ticker.mu.Unlock()
-	if stopped != 1 {
-		t.Errorf("ticker stopped %d times, want 1", stopped)
-	}
-}
-
+// Close ends every stream with a closing event, refuses new ones with 503
+// and Retry-After, and leaves the page served.
 func TestCloseEndsStreamsAndRefusesNewOnes(t *testing.T) {
-	ticker := newManualTicker()
-	d := New(Options{Report: countingReport(), newTicker: ticker.newTicker})
+	d := New(Options{Report: countingReport(), Interval: time.Hour})
 	srv := newServer(t, d)
 	a, _ := openEvents(t, srv)
 	b, _ := openEvents(t, srv)
 	a.must("report")
 	b.must("report")
-
-	closed := make(chan struct{})
-	go func() { d.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not return within 5s with two open streams")
-	}
+	d.Close()
 	for _, e := range []*eventReader{a, b} {
 		e.must("closing")
 		if ev, err := e.next(); !errors.Is(err, io.EOF) {
 			t.Fatalf("after closing: %+v, %v; want the end of the stream", ev, err)
 		}
 	}
-
 	w := do(t, d, http.MethodGet, "/dashboard/events", "")
-	if code := errorCode(t, w, http.StatusServiceUnavailable); code != codeUnavailable || w.Header().Get("Retry-After") == "" {
+	if code := errorCode(t, w, http.StatusServiceUnavailable); code != "UNAVAILABLE" || w.Header().Get("Retry-After") == "" {
 		t.Errorf("stream after Close: code %s, Retry-After %q", code, w.Header().Get("Retry-After"))
 	}
 	if w := do(t, d, http.MethodGet, "/dashboard", ""); w.Code != http.StatusOK {
 		t.Errorf("page after Close: status %d", w.Code)
 	}
 	d.Close() // idempotent
+}
+
+// Streams are bounded: with MaxStreams open, the next is refused at once
+// with a JSON 503 TOO_MANY_STREAMS and Retry-After; HEAD takes no slot; a
+// stream whose client leaves gives its slot back.
+func TestEventStreamsAreBounded(t *testing.T) {
+	for _, limit := range []int{3, 0} { // 0: DefaultMaxStreams
+		t.Run(strconv.Itoa(limit), func(t *testing.T) {
+			d := New(Options{Report: countingReport(), Interval: time.Hour, MaxStreams: limit})
+			srv := newServer(t, d)
+			want := limit
+			if want == 0 {
+				want = DefaultMaxStreams
+			}
+			cancels := make([]func(), 0, want)
+			for range want {
+				events, cancel := openEvents(t, srv)
+				events.must("report")
+				cancels = append(cancels, cancel)
+			}
+			refused := func() {
+				t.Helper()
+				resp, err := srv.Client().Get(srv.URL + "/dashboard/events")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var body handlers.ErrorBody
+				if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusServiceUnavailable ||
+					body.Error.Code != "TOO_MANY_STREAMS" || resp.Header.Get("Retry-After") == "" {
+					t.Fatalf("stream %d: %d %+v (%v), Retry-After %q; want 503 TOO_MANY_STREAMS", want+1, resp.StatusCode, body, err, resp.Header.Get("Retry-After"))
+				}
+			}
+			refused()
+			if resp, err := srv.Client().Head(srv.URL + "/dashboard/events"); err != nil || resp.StatusCode != http.StatusOK ||
+				resp.Header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("HEAD with every slot taken: %v %v", resp, err)
+			}
+			cancels[0]()
+			openWhenFree(t, srv).must("report")
+			refused()
+		})
+	}
 }
 
 // serveReal runs d on a real http.Server with the given WriteTimeout, the
@@ -184,7 +167,7 @@ func serveReal(t *testing.T, d *Dashboard, writeTimeout time.Duration) (*http.Se
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-		d.Close() // also waits for the goroutine Shutdown started for it
+		d.Close()
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve: %v", err)
 		}
@@ -215,7 +198,6 @@ func TestServerShutdownIsNotHeldByStreams(t *testing.T) {
 	srv, base := serveReal(t, d, 0)
 	events := openURL(t, base+"/dashboard/events")
 	events.must("report")
-
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -237,5 +219,93 @@ func TestStreamOutlivesServerWriteTimeout(t *testing.T) {
 	}
 	if elapsed := time.Since(start); elapsed < 50*time.Millisecond {
 		t.Fatalf("ten reports in %v: the test did not outlast the WriteTimeout", elapsed)
+	}
+}
+
+// reportAt is a one-dependency report generated at t whose success count
+// is n, so a sample can be told from the next.
+func reportAt(t time.Time, n int64) handlers.ResilienceReport {
+	return handlers.ResilienceReport{GeneratedAt: t, DeadlineMS: 1500, Dependencies: []handlers.GuardReport{{
+		Name: "logistics", Breaker: "CLOSED", Counts: map[string]int64{"success": n, "failure": 0}, ErrorPercent: 1.5, WindowMS: 10000,
+	}}}
+}
+
+func TestHistoryKeepsTheLastMinute(t *testing.T) {
+	d := New(Options{Report: countingReport()})
+	if got := d.samples(); got == nil || len(got) != 0 {
+		t.Fatalf("empty history %#v, want an empty list", got)
+	}
+	t0 := time.Unix(1_700_000_000, 0).UTC()
+	for i := range HistorySize + 10 {
+		d.record(reportAt(t0.Add(time.Duration(i)*time.Second), int64(i)))
+	}
+	got := d.samples()
+	if len(got) != HistorySize {
+		t.Fatalf("%d samples, want %d", len(got), HistorySize)
+	}
+	for i, s := range got {
+		want := int64(i + 10)
+		if s.At != t0.Add(time.Duration(want)*time.Second) || s.Dependencies[0].Counts["success"] != want {
+			t.Fatalf("sample %d: %+v, want the report of second %d (oldest first)", i, s, want)
+		}
+		if _, ok := s.Dependencies[0].Counts["failure"]; ok {
+			t.Fatalf("sample %d keeps a zero count: %v", i, s.Dependencies[0].Counts)
+		}
+	}
+}
+
+// The first report of a stream carries the history, in the report's own
+// field names, so the page draws it with the code that draws live reports;
+// the reports after it do not repeat it.
+func TestFirstReportCarriesHistory(t *testing.T) {
+	d := New(Options{Report: countingReport(), Interval: 5 * time.Millisecond})
+	t0 := time.Unix(1_700_000_000, 0).UTC()
+	for i := range 3 {
+		d.record(reportAt(t0.Add(time.Duration(i)*time.Second), int64(10+i)))
+	}
+	events, _ := openEvents(t, newServer(t, d))
+	var first struct {
+		DeadlineMS int64 `json:"deadline_ms"`
+		History    []struct {
+			GeneratedAt  time.Time   `json:"generated_at"`
+			Dependencies []sampleDep `json:"dependencies"`
+		} `json:"history"`
+	}
+	if err := json.Unmarshal([]byte(events.must("report").data), &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.DeadlineMS != 1 || len(first.History) != 3 {
+		t.Fatalf("first report: deadline %d, %d samples; want the report and 3 samples", first.DeadlineMS, len(first.History))
+	}
+	for i, s := range first.History {
+		dep := s.Dependencies[0]
+		if !s.GeneratedAt.Equal(t0.Add(time.Duration(i)*time.Second)) || dep.Name != "logistics" || dep.Counts["success"] != int64(10+i) ||
+			dep.ErrorPercent != 1.5 || dep.WindowMS != 10000 {
+			t.Errorf("sample %d: %+v", i, s)
+		}
+	}
+	var next map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(events.must("report").data), &next); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := next["history"]; ok || string(next["deadline_ms"]) != "2" {
+		t.Fatalf("second report %v: want the next report, without history", next)
+	}
+}
+
+// Start samples at once, whether or not a stream is open, and Close stops
+// it (goleak checks that it is gone); Start after Close does nothing.
+func TestStartSamplesUntilClose(t *testing.T) {
+	d := New(Options{Report: countingReport()})
+	d.Start()
+	d.Start() // a second call starts nothing more
+	for len(d.samples()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	d.Close()
+	n := len(d.samples())
+	d.Start()
+	if got := len(d.samples()); got != n {
+		t.Fatalf("%d samples after Close, then %d after a Start; want none after Close", n, got)
 	}
 }

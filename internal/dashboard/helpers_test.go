@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,72 +18,8 @@ import (
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
-// fakeFaults is a FaultController that records what it was told, with the
-// simulator's four services.
-type fakeFaults struct {
-	mu     sync.Mutex
-	faults map[string]sim.Fault
-	sets   int   // SetFault calls that succeeded
-	resets int   // ResetFaults calls
-	err    error // returned by SetFault when set
-}
-
-var _ FaultController = (*fakeFaults)(nil)
-
-func newFakeFaults() *fakeFaults {
-	f := &fakeFaults{faults: map[string]sim.Fault{}}
-	for _, s := range sim.Services() {
-		f.faults[s] = healthy
-	}
-	return f
-}
-
-func (f *fakeFaults) SetFault(service string, fault sim.Fault) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	if _, ok := f.faults[service]; !ok {
-		return fmt.Errorf("fake: %w %q", sim.ErrUnknownService, service)
-	}
-	f.faults[service] = fault
-	f.sets++
-	return nil
-}
-
-func (f *fakeFaults) ResetFaults() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for s := range f.faults {
-		f.faults[s] = healthy
-	}
-	f.resets++
-}
-
-func (f *fakeFaults) Faults() map[string]sim.Fault {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.faults)
-}
-
-func (f *fakeFaults) fault(service string) sim.Fault {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.faults[service]
-}
-
-func (f *fakeFaults) setErr(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.err = err
-}
-
-func (f *fakeFaults) calls() (sets, resets int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sets, f.resets
-}
+// healthy is the simulator's fault after a reset.
+var healthy = sim.Fault{ErrorStatus: sim.DefaultErrorStatus}
 
 // countingReport returns reports whose DeadlineMS counts the calls, so a
 // test can tell one report from the next.
@@ -104,34 +38,6 @@ func countingReport() func() handlers.ResilienceReport {
 				Warnings: []string{},
 			}},
 		}
-	}
-}
-
-// manualTicker hands out one tick channel shared by every stream: a send
-// on it returns once a stream has taken the tick, so tests need no sleeps.
-type manualTicker struct {
-	c       chan time.Time
-	mu      sync.Mutex
-	stopped int
-}
-
-func newManualTicker() *manualTicker { return &manualTicker{c: make(chan time.Time)} }
-
-func (m *manualTicker) newTicker(time.Duration) (<-chan time.Time, func()) {
-	return m.c, func() {
-		m.mu.Lock()
-		m.stopped++
-		m.mu.Unlock()
-	}
-}
-
-// tick delivers one tick to a stream, failing the test if none takes it.
-func (m *manualTicker) tick(t *testing.T) {
-	t.Helper()
-	select {
-	case m.c <- time.Now():
-	case <-time.After(5 * time.Second):
-		t.Fatal("no stream took the tick within 5s")
 	}
 }
 
@@ -247,37 +153,29 @@ func (e *eventReader) must(name string) sse {
 	return ev
 }
 
-// logRecorder is a slog.Handler that passes every message to a channel, so
-// tests can wait for something the code logs.
-type logRecorder struct{ msgs chan string }
-
-func newLogRecorder() *logRecorder { return &logRecorder{msgs: make(chan string, 100)} }
-
-func (l *logRecorder) logger() *slog.Logger { return slog.New(l) }
-
-func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
-	select {
-	case l.msgs <- r.Message:
-	default:
-	}
-	return nil
-}
-func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
-
-// waitFor waits (at most 5s) until msg is logged.
-func (l *logRecorder) waitFor(t *testing.T, msg string) {
+// newServer serves d over real HTTP (streams need flushing and a client
+// that can go away) and closes both at the end, d first so that no stream
+// holds up the server's Close.
+func newServer(t *testing.T, d *Dashboard) *httptest.Server {
 	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case m := <-l.msgs:
-			if m == msg {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%q not logged within 5s", msg)
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	t.Cleanup(d.Close)
+	return srv
+}
+
+// openWhenFree opens a stream on srv, retrying while every slot is taken
+// (a stream whose client left frees its slot when its handler returns).
+func openWhenFree(t *testing.T, srv *httptest.Server) *eventReader {
+	t.Helper()
+	for range 1000 {
+		events, cancel := openEvents(t, srv)
+		if events.resp.StatusCode == http.StatusOK {
+			return events
 		}
+		cancel()
+		time.Sleep(5 * time.Millisecond)
 	}
+	t.Fatal("no stream slot freed")
+	return nil
 }
