@@ -53,11 +53,7 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	s := fmt.Sprintf("%s answered HTTP %d", e.Dependency, e.StatusCode)
-	if e.Code != "" || e.Message != "" {
-		s += " " + e.Code + ": " + e.Message
-	}
-	return s
+	return strings.TrimRight(fmt.Sprintf("%s answered HTTP %d %s: %s", e.Dependency, e.StatusCode, e.Code, e.Message), " :")
 }
 
 // Config is one client's settings; a zero field takes its default.
@@ -67,10 +63,8 @@ type Config struct {
 	// Connections in use have no cap of their own: the guard's bulkhead
 	// bounds the calls, at whatever size it is set at run time.
 	MaxIdleConns int
-	DialTimeout  time.Duration // default 200ms
-	// Timeout caps a call whose caller has no nearer deadline (default 2s).
-	Timeout      time.Duration
-	MaxBodyBytes int64 // default 1 MiB
+	Timeout      time.Duration // caps a call whose caller has no nearer deadline (default 2s)
+	MaxBodyBytes int64         // default 1 MiB
 	// WrapTransport, when set, wraps the transport (otelhttp's, for
 	// example); it gets the dependency's name.
 	WrapTransport func(dependency string, next http.RoundTripper) http.RoundTripper
@@ -98,7 +92,7 @@ func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 	}
 	idle := or(c.MaxIdleConns, 100)
 	pool := &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: or(c.DialTimeout, 200*time.Millisecond), KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:       (&net.Dialer{Timeout: 200 * time.Millisecond, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2: true, MaxIdleConns: idle, MaxIdleConnsPerHost: idle,
 		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: time.Second,
 	}

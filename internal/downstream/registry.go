@@ -191,11 +191,6 @@ func (c *Check) OrderID(got *string, want string) {
 
 // IsToken reports whether s is an upper-case enum value such as
 // IN_TRANSIT, at most 64 bytes.
-func IsToken(s string) bool {
-	for i, r := range s {
-		if !(r >= 'A' && r <= 'Z' || i > 0 && (r == '_' || r >= '0' && r <= '9')) {
-			return false
-		}
-	}
-	return s != "" && len(s) <= 64
-}
+func IsToken(s string) bool { return token.MatchString(s) }
+
+var token = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
