@@ -80,12 +80,6 @@ func badReq(context.Context) (string, error) {
 	return "", BadRequest(errors.New("no such order"))
 }
 
-// blockUntilDone waits for its context, like an HTTP call to a hung server.
-func blockUntilDone(ctx context.Context) (string, error) {
-	<-ctx.Done()
-	return "", ctx.Err()
-}
-
 func TestKinds(t *testing.T) {
 	clk := newFakeClock()
 	answerLate := func(ctx context.Context) (string, error) {
@@ -647,7 +641,6 @@ func healthyBaseline(g *Guard) {
 
 func TestAdvisor(t *testing.T) {
 	logistics := Config{Timeout: 500 * time.Millisecond}
-	const deadline = 1500 * time.Millisecond
 
 	t.Run("healthy baseline", func(t *testing.T) {
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))

@@ -51,7 +51,7 @@ func TestCallSpans(t *testing.T) {
 	attrs := func(kvs []attribute.KeyValue) map[attribute.Key]string {
 		m := map[attribute.Key]string{}
 		for _, kv := range kvs {
-			m[kv.Key] = kv.Value.Emit()
+			m[kv.Key] = kv.Value.String()
 		}
 		return m
 	}
