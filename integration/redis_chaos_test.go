@@ -55,9 +55,8 @@ const toxicLatency = 2 * time.Second
 //     a degraded section is served from `cache` once the entry is re-warmed.
 //
 // Each phase that expects Redis to be unreadable asks for an order of its
-// own, cached but never read before: the service reuses a last-good entry
-// it has read for 2 s (cache.Near), so an order just read through the cache
-// would still be served from the process, whatever Redis does.
+// own, cached but never read before, so that no phase's outcome depends on
+// what an earlier one read.
 func TestRedisSlowAndStopped(t *testing.T) {
 	requireImages(t, images().Service, images().Redis, images().Toxiproxy)
 	nw := newNetwork(t)
@@ -274,10 +273,10 @@ func waitForCacheServed(t testing.TB, base, id string) {
 
 // writeNewOrders asks for new orders (prefix and a number), every section
 // live, until the logistics entry of one is in Redis, and returns that order
-// and how many were asked. Each is a new order because an order's sections
-// are rewritten at most once every 10 s: asking the same one again would
-// wait for that throttle, not for Redis. The write follows the answer, so
-// each check looks at the previous order too.
+// and how many were asked. Each is a new order because an identical answer
+// is not rewritten while its stored copy is young: asking the same one again
+// could wait for that, not for Redis. The write follows the answer, so each
+// check looks at the previous order too.
 func writeNewOrders(t testing.TB, base, redisAddr, prefix string) (string, int) {
 	t.Helper()
 	var written string

@@ -110,8 +110,10 @@ func (s *serving) openCache(ctx context.Context) error {
 	}
 	s.store = store
 	s.closers.push("cache", store.Close)
-	if err := s.tel.InstrumentRedis(store.Client()); err != nil {
-		return fmt.Errorf("instrumenting redis: %w", err)
+	if c := store.Client(); c != nil {
+		if err := s.tel.InstrumentRedis(c); err != nil {
+			return fmt.Errorf("instrumenting redis: %w", err)
+		}
 	}
 	return s.tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) })
 }
@@ -162,11 +164,9 @@ func (s *serving) buildPage(context.Context) error {
 		}
 	}
 	page, err := orderdetail.New(orderdetail.Config{
-		Core:     core,
-		Sections: rest,
-		// While a breaker is open every page of an order needs the same
-		// last-good entry: Near reuses a read for a moment.
-		Store:      cache.NewNear(s.store, cache.NearConfig{}),
+		Core:       core,
+		Sections:   rest,
+		Store:      s.store,
 		CacheGuard: guards[config.NameCache],
 		Reserve:    s.cfg.Reserve,
 		Observer:   s.tel.Observer(),

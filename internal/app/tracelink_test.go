@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -14,7 +16,8 @@ import (
 // answers it stores.
 func TestCacheWritesLinkToTheirRequest(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	s, _ := startServiceEnv(t, nil, nil, func(e *Env) { e.SpanExporter = exp })
+	rd := miniredis.RunT(t) // the in-memory store has no Redis commands to trace
+	s, _ := startServiceEnv(t, []string{"--redis-url", "redis://" + rd.Addr()}, nil, func(e *Env) { e.SpanExporter = exp })
 	if a := s.get("/v1/orders/o-8"); a.status != http.StatusOK || a.body["degraded"] != false {
 		t.Fatalf("page: %d %v", a.status, a.body)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,51 +11,21 @@ import (
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
-// The stored value is a Redis hash; see the package documentation for why.
-const (
-	fieldVersion = "v"     // schema version of the value, decimal
-	fieldAsOf    = "as_of" // when the answer was live: Unix microseconds, decimal
-	fieldPayload = "val"   // the section's JSON, as handed to Put
+// entryKey names one entry: a dependency and an order.
+type entryKey struct{ dep, orderID string }
 
-	// valueVersion is the version this code writes. decode accepts it and
-	// every older version it still knows.
-	valueVersion = 1
-)
+// redisKey is {prefix}:{dep}:{orderID}: one key per entry, so every command
+// is single-key and valid on Redis Cluster.
+func (k entryKey) redisKey(prefix string) string { return prefix + ":" + k.dep + ":" + k.orderID }
 
-// valueVersionArg is valueVersion as the script's argument.
-var valueVersionArg = strconv.Itoa(valueVersion)
-
-// key is the Redis key of one entry: {prefix}:{dep}:{orderID}. Order ids are
-// validated at the edge (^[A-Za-z0-9_-]{1,64}$) and dependency names are
-// fixed, so neither can contain the separator. One key per entry keeps
-// every command single-key, hence valid on Redis Cluster.
-func key(prefix, dep, orderID string) string {
-	var b strings.Builder
-	b.Grow(len(prefix) + len(dep) + len(orderID) + 2)
-	b.WriteString(prefix)
-	b.WriteByte(':')
-	b.WriteString(dep)
-	b.WriteByte(':')
-	b.WriteString(orderID)
-	return b.String()
-}
-
-// putScript stores an entry only if it is newer than the stored one, and sets
-// its TTL, in one atomic step. Comparing in Redis rather than in the writer is
-// what makes newest-wins hold across writers and instances: a
-// read-compare-write from Go would let two writers interleave.
+// putScript stores an entry only if it is newer than the stored one, with its
+// TTL, in one atomic step. It replaces what it cannot compare with (another
+// type, an unreadable as_of, one beyond ARGV[5]), so a corrupt key heals on
+// the next write. as_of is in microseconds, exact in Lua's doubles. DEL drops
+// the fields a newer schema may have added.
 //
-// as_of is compared as a number of microseconds: that is exact in Lua's
-// doubles (2^53 µs is the year 2255), where nanoseconds would not be.
-// A value that is not one of our hashes (wrong type, unreadable as_of) is
-// replaced, and so is one whose as_of is beyond the writer's clock plus
-// MaxFutureSkew (which Get refuses to serve): a corrupt key heals on the
-// next write instead of blocking writes until it expires. DEL before HSET drops fields a newer schema may
-// have added, so the hash holds exactly what this version wrote.
-//
-// KEYS[1] key; ARGV[1] version, ARGV[2] as_of µs, ARGV[3] payload, ARGV[4]
-// TTL ms, ARGV[5] the latest believable as_of µs.
-// Returns 1 when stored, 0 when the stored entry was as new or newer.
+// KEYS[1] key; ARGV: version, as_of µs, payload, TTL ms, latest believable
+// as_of µs. Returns 1 when stored, 0 when the stored entry was as new or newer.
 var putScript = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1])
 if type(t) == 'table' then t = t['ok'] end
@@ -74,13 +43,20 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `)
 
-// errCorrupt marks a stored value that cannot be served. It never leaves the
-// package: Get turns it into orderdetail.ErrCacheCorrupt.
+// valueVersion is the schema version written; decode reads it and every
+// older one it still knows.
+const valueVersion = "1"
+
+// hashFields are the fields Get reads, in decode's order.
+var hashFields = []string{"v", "as_of", "val"}
+
+// errCorrupt is a stored value that cannot be served; Get turns it into
+// orderdetail.ErrCacheCorrupt.
 var errCorrupt = errors.New("corrupt value")
 
-// decode reads the reply of HMGET key v as_of val. ok is false when the key
-// does not exist. now and skew bound how far in the future as_of may be.
-func decode(vals []any, now time.Time, skew time.Duration) (e orderdetail.CacheEntry, ok bool, err error) {
+// decode reads the reply of HMGET key v as_of val: found is false for an
+// absent key; an as_of after latest is corrupt.
+func decode(vals []any, latest time.Time) (e orderdetail.CacheEntry, found bool, err error) {
 	if len(vals) != 3 {
 		return e, false, errCorrupt
 	}
@@ -90,28 +66,12 @@ func decode(vals []any, now time.Time, skew time.Duration) (e orderdetail.CacheE
 	version, okV := vals[0].(string)
 	asOfText, okA := vals[1].(string)
 	payload, okP := vals[2].(string)
-	if !okV || !okA || !okP {
-		return e, true, errCorrupt
-	}
-	// Versions this code can read. A newer one (written by a newer
-	// deployment) is not guessed at: it is a miss until this instance is
-	// upgraded too.
-	switch version {
-	case "1":
-	default:
+	if !okV || !okA || !okP || version != valueVersion {
 		return e, true, errCorrupt
 	}
 	asOfUS, err := strconv.ParseInt(asOfText, 10, 64)
-	if err != nil {
+	if err != nil || time.UnixMicro(asOfUS).After(latest) || !json.Valid([]byte(payload)) {
 		return e, true, errCorrupt
 	}
-	asOf := time.UnixMicro(asOfUS)
-	if asOf.After(now.Add(skew)) {
-		return e, true, errCorrupt
-	}
-	body := []byte(payload)
-	if !json.Valid(body) {
-		return e, true, errCorrupt
-	}
-	return orderdetail.CacheEntry{AsOf: asOf.UTC(), Payload: body}, true, nil
+	return orderdetail.CacheEntry{AsOf: time.UnixMicro(asOfUS).UTC(), Payload: []byte(payload)}, true, nil
 }

@@ -17,7 +17,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("", "", "")
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, v, asOf, val string) {
-		e, ok, err := decode([]any{v, asOf, val}, now, 5*time.Second)
+		e, ok, err := decode([]any{v, asOf, val}, now.Add(5*time.Second))
 		if !ok {
 			t.Fatal("three present fields reported as an absent key")
 		}

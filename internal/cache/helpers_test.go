@@ -9,33 +9,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
 )
 
-// relaxed gives cfg generous timeouts where it sets none. The production
-// defaults (a 100ms socket timeout, 200ms per write) are for a real Redis;
-// tests run under -race on shared, busy machines, where they would turn
-// scheduling delays into flaky failures. Tests about timeouts set their own.
-func relaxed(cfg Config) Config {
+// relaxed adds generous go-redis timeouts to a redis:// URL: the
+// production defaults (100ms socket reads) are for a real Redis nearby, and
+// tests run under -race on shared, busy machines. Tests about timeouts set
+// their own in the URL's query.
+func relaxed(rawURL string) string {
+	return rawURL + "?dial_timeout=5s&read_timeout=5s&write_timeout=5s"
+}
+
+// mustOpen opens a store with a generous WriteTimeout and closes it when the
+// test ends.
+func mustOpen(tb testing.TB, cfg Config, opts ...Option) *Store {
+	tb.Helper()
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
-	if cfg.Pool.DialTimeout == 0 {
-		cfg.Pool.DialTimeout = 5 * time.Second
-	}
-	if cfg.Pool.ReadTimeout == 0 {
-		cfg.Pool.ReadTimeout = 5 * time.Second
-	}
-	if cfg.Pool.WriteTimeout == 0 {
-		cfg.Pool.WriteTimeout = 5 * time.Second
-	}
-	return cfg
-}
-
-// mustOpen opens a store with relaxed timeouts and closes it when the test
-// ends.
-func mustOpen(tb testing.TB, cfg Config, opts ...Option) *Store {
-	tb.Helper()
-	s, err := Open(context.Background(), relaxed(cfg), nil, opts...)
+	s, err := Open(context.Background(), cfg, nil, opts...)
 	if err != nil {
 		tb.Fatalf("Open: %v", err)
 	}
@@ -47,6 +40,24 @@ func mustOpen(tb testing.TB, cfg Config, opts ...Option) *Store {
 		}
 	})
 	return s
+}
+
+// onMiniredis opens a store on a fresh miniredis (which runs the script in
+// its own Lua interpreter), returned for raw access and its clock.
+func onMiniredis(tb testing.TB, cfg Config, opts ...Option) (*Store, *miniredis.Miniredis) {
+	tb.Helper()
+	mr := miniredis.RunT(tb)
+	cfg.URL = relaxed("redis://" + mr.Addr())
+	return mustOpen(tb, cfg, opts...), mr
+}
+
+// backends runs test once on the in-memory store and once on miniredis.
+func backends(t *testing.T, cfg Config, test func(t *testing.T, s *Store)) {
+	t.Run("memory", func(t *testing.T) { test(t, mustOpen(t, cfg)) })
+	t.Run("redis", func(t *testing.T) {
+		s, _ := onMiniredis(t, cfg)
+		test(t, s)
+	})
 }
 
 // mustFlush waits for the writers, failing the test after a few seconds.
@@ -135,3 +146,18 @@ func (b *syncBuffer) String() string {
 func bufferLogger(b *syncBuffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// miniredisAddr is the address of a fresh miniredis, stopped when the test ends.
+func miniredisAddr(tb testing.TB) string { return miniredis.RunT(tb).Addr() }
+
+// clock is a settable clock for WithClock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }

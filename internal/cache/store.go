@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
@@ -18,190 +20,141 @@ import (
 // ErrClosed is returned by Flush once Close has begun.
 var ErrClosed = errors.New("cache: store closed")
 
-// Store is the last-good store on Redis with a write-behind queue. It
-// implements orderdetail.LastGood. All methods are safe for concurrent use.
+// Store is the last-good store with its write-behind queue. It implements
+// orderdetail.LastGood; all methods are safe for concurrent use.
 type Store struct {
 	cfg      Config
-	client   redis.UniversalClient
-	topology Topology
-	emb      *embedded // nil unless the server is in-process
+	back     backend
+	client   redis.UniversalClient // nil for the in-memory store
 	log      *slog.Logger
 	listener Listener
 	now      func() time.Time
+	counts   counters
 
-	queue    chan writeReq
-	draining chan struct{} // closed by Close: writers empty the queue and exit
-	// writeCtx is the writers' lifetime, not a request's: Close cancels it
-	// when its own ctx ends before the queue is drained, which stops the
-	// drain and the writes still waiting for a connection. (go-redis bounds
-	// socket I/O by deadlines only, so a write blocked on the socket ends at
-	// its WriteTimeout.)
+	recentMu sync.Mutex
+	recent   *simplelru.LRU[entryKey, recentCopy]
+
+	queue       chan writeReq
+	draining    chan struct{} // closed by Close: the writers empty the queue and exit
 	writeCtx    context.Context
-	cancelWrite context.CancelFunc
+	cancelWrite context.CancelFunc // ends the writes when Close gives up draining
 	writers     sync.WaitGroup
+	pending     atomic.Int64 // entries accepted and not yet settled
 	closed      atomic.Bool
 	closeOnce   sync.Once
 	closeErr    error
 
-	// pending counts entries accepted by Put and not yet written (queued or
-	// in flight). idle is closed, and reset to nil, when pending drops to
-	// zero while someone waits in Flush; nil when nobody waits, so the write
-	// path allocates nothing for Flush.
-	pending atomic.Int64
-	idleMu  sync.Mutex
-	idle    chan struct{}
-
-	counts counters
-	errLog logLimiter
+	errLog        *rate.Limiter
+	errSuppressed atomic.Uint64
 }
 
 var _ orderdetail.LastGood = (*Store)(nil)
 
-// writeReq is one queued Put. The key is built by the writer, not by Put, so
-// that Put allocates nothing.
-type writeReq struct {
-	// origin is the context of the request whose answer this is, or nil;
-	// only its values are used (the trace it belongs to), never its
-	// cancellation: the write outlives the request on purpose.
-	origin       context.Context
-	dep, orderID string
-	asOfUS       int64
-	payload      []byte
-	ttlMS        int64
+// backend is where entries live: Redis or process memory.
+type backend interface {
+	// get reads one entry; found is false when there is none; a value
+	// that cannot be served is errCorrupt.
+	get(ctx context.Context, k entryKey, now time.Time) (e orderdetail.CacheEntry, found bool, err error)
+	// write stores the batch, each entry only if newer than the stored one,
+	// and tells settle each entry's outcome: stored, or refused as older.
+	write(ctx context.Context, batch []writeReq, now time.Time, settle func(req writeReq, stored bool, err error))
+	close() error
 }
 
-// Open connects to the Redis named by cfg.URL or, when it is empty, starts
-// an embedded server, and starts the writers. It fails only for an invalid
-// URL, an embedded server that cannot listen, or a ctx already done: an
-// unreachable Redis is logged, and the client connects when it is next
-// needed, so the service starts (and degrades to semantic defaults) while
-// Redis is down. ctx bounds the start-up probe (at most twice the dial
-// timeout). A nil logger discards. Open routes go-redis's process-wide log
-// output to logger. The caller must Close the Store.
+// writeReq is one accepted PutContext. origin is the request's context: its
+// values (the trace) are used, never its cancellation.
+type writeReq struct {
+	origin context.Context
+	k      entryKey
+	e      orderdetail.CacheEntry
+	ttl    time.Duration
+	sum    uint64 // digest of e.Payload
+}
+
+// recentCopy is what the Store knows of one key's stored copy: the newest
+// as_of handed to the writers and, once confirmed, that copy's digest.
+type recentCopy struct {
+	asOfUS    int64
+	sum       uint64
+	confirmed bool
+}
+
+var digestSeed = maphash.MakeSeed()
+
+// Open returns the store cfg names and starts its writers. It fails only
+// for an invalid URL or a done ctx; a Redis that does not answer a ping
+// within 500ms (or ctx) is logged, and the service degrades until it does. A
+// nil logger discards. The caller must Close the Store.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cache.open: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "cache")
+	if cfg.URL == "" {
+		logger.Warn("last-good cache is in process memory: not durable and not shared between instances; set --redis-url in production",
+			"max_entries", cfg.MemoryEntries)
+		return newStore(cfg, newMemory(cfg.MemoryEntries), nil, logger, opts), nil
+	}
+	client, topology, err := newClient(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	redis.SetLogger(clientLog{logger})
+	logger.Info("last-good cache on Redis", "url", RedactURL(cfg.URL), "topology", topology)
+	ping, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := client.Ping(ping).Err(); err != nil {
+		logger.Warn("last-good cache failed its start-up ping; requests degrade without it until it answers", "error", err)
+	}
+	return newStore(cfg, &redisBackend{client: client, prefix: cfg.KeyPrefix, skew: cfg.MaxFutureSkew}, client, logger, opts), nil
+}
+
+// newStore starts the writers of a Store on back.
+func newStore(cfg Config, back backend, client redis.UniversalClient, logger *slog.Logger, opts []Option) *Store {
 	o := options{now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if logger == nil {
-		logger = discardLogger
-	}
-	logger = logger.With("component", "cache")
-	routeClientLogs(logger, cfg.ErrorLogInterval, o.now)
-
-	var emb *embedded
-	rawURL := cfg.URL
-	if rawURL == "" {
-		var err error
-		if emb, err = startEmbedded(); err != nil {
-			return nil, err
-		}
-		rawURL = "redis://" + emb.addr()
-	}
-	spec, err := parseURL(rawURL, cfg.Pool)
-	if err != nil {
-		if emb != nil {
-			emb.close()
-		}
-		return nil, err
-	}
-	client := spec.newFn()
-	for _, h := range o.hooks {
-		client.AddHook(h)
-	}
-
-	s := &Store{
-		cfg:      cfg,
-		client:   client,
-		topology: spec.topology,
-		emb:      emb,
-		log:      logger,
-		listener: o.listener,
-		now:      o.now,
-		queue:    make(chan writeReq, cfg.WriteQueue),
-		draining: make(chan struct{}),
-		errLog:   logLimiter{every: cfg.ErrorLogInterval},
-	}
-	if emb != nil {
-		s.topology = TopologyEmbedded
-		logger.Warn("last-good cache is an embedded in-process server: not durable and not shared between instances; set --redis-url in production",
-			"addr", emb.addr())
-	} else {
-		logger.Info("last-good cache configured",
-			"url", RedactURL(cfg.URL), "topology", string(spec.topology), "addrs", describeAddrs(spec.addrs))
-	}
-	s.probe(ctx)
-
+	s := &Store{cfg: cfg, back: back, client: client, log: logger, listener: o.listener, now: o.now,
+		queue: make(chan writeReq, cfg.WriteQueue), draining: make(chan struct{}),
+		errLog: rate.NewLimiter(rate.Every(cfg.ErrorLogInterval), 1)}
+	s.recent, _ = simplelru.NewLRU[entryKey, recentCopy](cfg.RecentEntries, nil)
 	s.writeCtx, s.cancelWrite = context.WithCancel(context.Background())
-	s.writers.Add(cfg.Writers)
 	for range cfg.Writers {
-		go s.runWriter()
+		s.writers.Go(s.runWriter)
 	}
-	return s, nil
+	return s
 }
 
-// probe pings once so that an operator sees at start-up whether Redis
-// answers. Failure is only logged: the store works without Redis.
-func (s *Store) probe(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.Pool.DialTimeout)
-	defer cancel()
-	if err := s.Ping(ctx); err != nil {
-		s.log.Warn("last-good cache failed its start-up ping; requests degrade without it until it answers",
-			"error", err)
-	}
-}
-
-// Client is the underlying go-redis client, for instrumentation (such as
-// go-redis's OpenTelemetry hooks) and diagnostics. Commands sent through it
-// bypass the store's counters.
+// Client is the go-redis client, for instrumentation (redisotel); nil for
+// the in-memory store. Commands sent through it bypass the Store's events.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Topology is the kind of deployment the store talks to.
-func (s *Store) Topology() Topology { return s.topology }
-
-// Ping checks that Redis answers, within ctx.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("cache.ping: %w", err)
-	}
-	return nil
-}
-
 // Get returns the newest entry for (dep, orderID) in one round trip bounded
-// by ctx. An absent or expired key is orderdetail.ErrCacheMiss; a value
-// that cannot be served (undecodable, unknown version, as_of more than
-// MaxFutureSkew ahead) is orderdetail.ErrCacheCorrupt, which matches
-// ErrCacheMiss, and is counted as Corrupt. Any other
-// failure is returned wrapped; when ctx ended it also matches ctx.Err().
+// by ctx. None is orderdetail.ErrCacheMiss; one that cannot be served is
+// orderdetail.ErrCacheCorrupt (which matches ErrCacheMiss). Any other error
+// is the store's failure, matching ctx.Err() when ctx ended.
 func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheEntry, error) {
-	k := key(s.cfg.KeyPrefix, dep, orderID)
 	if err := ctx.Err(); err != nil {
 		s.record(EventReadError, dep)
-		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %s: %w", k, err)
+		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %w", err)
 	}
-	vals, err := s.client.HMGet(withRead(ctx, dep), k, fieldVersion, fieldAsOf, fieldPayload).Result()
-	if err != nil {
-		if isWrongType(err) {
-			s.record(EventCorrupt, dep)
-			return orderdetail.CacheEntry{}, orderdetail.ErrCacheCorrupt
-		}
-		s.record(EventReadError, dep)
-		if cerr := contextErr(ctx); cerr != nil {
-			// go-redis reports the socket deadline, not the context: say both
-			// so that the caller can tell a timeout with errors.Is.
-			return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %s: %w: %w", k, cerr, err)
-		}
-		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %s: %w", k, err)
-	}
-	e, found, err := decode(vals, s.now(), s.cfg.MaxFutureSkew)
+	e, found, err := s.back.get(ctx, entryKey{dep, orderID}, s.now())
 	switch {
-	case err != nil:
+	case errors.Is(err, errCorrupt):
 		s.record(EventCorrupt, dep)
 		return orderdetail.CacheEntry{}, orderdetail.ErrCacheCorrupt
+	case err != nil:
+		s.record(EventReadError, dep)
+		if cerr := contextErr(ctx); cerr != nil {
+			// go-redis reports its socket deadline, set from ctx's.
+			return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %w: %w", cerr, err)
+		}
+		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %w", err)
 	case !found:
 		s.record(EventMiss, dep)
 		return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
@@ -210,83 +163,28 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 	return e, nil
 }
 
-type readKey struct{}
-
-// withRead marks a command's context as the last-good read for dep, so that
-// client hooks (tracing) can tell which fallback the read serves.
-func withRead(ctx context.Context, dep string) context.Context {
-	return context.WithValue(ctx, readKey{}, dep)
-}
-
-// ReadFor reports the dependency whose last-good answer the command with
-// this context reads, or "" for any other command. It is for go-redis hooks.
-func ReadFor(ctx context.Context) string {
-	dep, _ := ctx.Value(readKey{}).(string)
-	return dep
-}
-
 // contextErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
-// even if ctx's timer has not fired yet: go-redis sets the socket deadline
-// to ctx's, so its timeout can be seen a moment before ctx.Err() is set.
+// but before ctx's timer has fired.
 func contextErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
 		return context.DeadlineExceeded
 	}
-	return nil
+	return ctx.Err()
 }
 
-// isWrongType reports Redis's refusal to read a key of another type: someone
-// stored something else there, which for us is a corrupt value.
-func isWrongType(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
-}
-
-// Put queues the entry for a writer and returns at once. When the queue is
-// full, or the store is closing, the entry is dropped and counted: the cache
-// is a fallback, and a request must never wait for it. Put keeps e.Payload
-// without copying it, so the caller must not change it afterwards. An entry
-// with a zero AsOf, an empty Payload or a ttl <= 0 cannot be served and is
-// ignored. Whether it is stored is decided in Redis: newest as_of wins.
-func (s *Store) Put(dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
-	if req, ok := newWriteReq(dep, orderID, e, ttl); ok {
-		s.enqueue(req)
-	}
-}
-
-// PutContext is Put for a caller that has the request's context: the
-// batched write that stores the entry is then linked to the request's
-// trace (see WriteOrigins). ctx's cancellation has no effect on the write.
+// PutContext hands the entry to the writers and returns at once; the caller
+// must not change e.Payload afterwards. It skips an entry identical to the
+// copy last confirmed stored while that copy is younger than ttl/4, ignores
+// one that cannot be served (zero AsOf, empty Payload, ttl <= 0), and drops
+// (counting it) one that finds the queue full or the Store closed.
 func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
-	if req, ok := newWriteReq(dep, orderID, e, ttl); ok {
-		req.origin = ctx
-		s.enqueue(req)
-	}
-}
-
-// newWriteReq is the queued form of an entry, or false for one that cannot
-// be served (see Put). It has no origin: Put has no request to link to.
-func newWriteReq(dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) (writeReq, bool) {
 	if ttl <= 0 || e.AsOf.IsZero() || len(e.Payload) == 0 {
-		return writeReq{}, false
+		return
 	}
-	return writeReq{
-		dep:     dep,
-		orderID: orderID,
-		asOfUS:  e.AsOf.UnixMicro(),
-		payload: e.Payload,
-		ttlMS:   int64((ttl + time.Millisecond - 1) / time.Millisecond),
-	}, true
-}
-
-// enqueue hands req to a writer, or drops and counts it when the queue is
-// full or the store is closing.
-func (s *Store) enqueue(req writeReq) {
-	// Counted before the send, so that a writer can never finish it first
-	// and let Flush see zero while it is still queued.
+	req := writeReq{origin: ctx, k: entryKey{dep, orderID}, e: e, ttl: ttl, sum: maphash.Bytes(digestSeed, e.Payload)}
+	if !s.handOut(req) {
+		return
+	}
 	s.pending.Add(1)
 	if !s.closed.Load() {
 		select {
@@ -295,63 +193,56 @@ func (s *Store) enqueue(req writeReq) {
 		default:
 		}
 	}
-	s.record(EventWriteDropped, req.dep)
-	s.finishOne()
+	s.record(EventWriteDropped, dep)
+	s.pending.Add(-1)
 }
 
-// Flush waits until every entry Put has accepted so far is written (or has
-// failed), or ctx ends. It is for tests and for an orderly shutdown; it
-// returns ErrClosed once Close has begun (Close drains the queue itself).
-func (s *Store) Flush(ctx context.Context) error {
-	for {
-		// Take the channel before reading pending: a drop to zero after the
-		// read closes this very channel (or a newer one, only after closing
-		// this), so the wake-up cannot be missed.
-		s.idleMu.Lock()
-		if s.idle == nil {
-			s.idle = make(chan struct{})
+// handOut reports whether req must be written and, if so, marks it as the
+// key's newest write in flight: unconfirmed, so that an identical answer
+// after it is written too until the store confirms.
+func (s *Store) handOut(req writeReq) bool {
+	asOf := req.e.AsOf.UnixMicro()
+	s.recentMu.Lock()
+	defer s.recentMu.Unlock()
+	cur, ok := s.recent.Get(req.k)
+	if ok && cur.confirmed && cur.sum == req.sum && asOf >= cur.asOfUS && asOf-cur.asOfUS < (req.ttl/4).Microseconds() {
+		return false
+	}
+	if !ok || asOf > cur.asOfUS {
+		s.recent.Add(req.k, recentCopy{asOfUS: asOf, sum: req.sum})
+	}
+	return true
+}
+
+// settle records one write's outcome. Only the key's newest write in flight
+// marks its copy confirmed; a refused or failed one unmarks the key.
+func (s *Store) settle(req writeReq, stored bool, err error) {
+	defer s.pending.Add(-1)
+	s.recentMu.Lock()
+	if cur, ok := s.recent.Peek(req.k); ok && !cur.confirmed && cur.asOfUS == req.e.AsOf.UnixMicro() {
+		if stored && err == nil {
+			s.recent.Add(req.k, recentCopy{asOfUS: cur.asOfUS, sum: req.sum, confirmed: true})
+		} else {
+			s.recent.Remove(req.k)
 		}
-		idle := s.idle
-		s.idleMu.Unlock()
-		if s.pending.Load() == 0 {
-			return nil
+	}
+	s.recentMu.Unlock()
+	switch {
+	case err != nil:
+		s.record(EventWriteError, req.k.dep)
+		if !s.errLog.AllowN(s.now(), 1) {
+			s.errSuppressed.Add(1)
+			return
 		}
-		if s.closed.Load() {
-			return ErrClosed
-		}
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return fmt.Errorf("cache.flush: %w", ctx.Err())
-		}
+		s.log.Warn("last-good cache write failed; the next live answer writes it again, requests are unaffected",
+			"dependency", req.k.dep, "order", req.k.orderID, "error", err, "suppressed_since_last", s.errSuppressed.Swap(0))
+	case stored:
+		s.record(EventWriteOK, req.k.dep)
+	default:
+		s.record(EventWriteStale, req.k.dep)
 	}
 }
 
-// finishOne marks one accepted entry as done and wakes Flush at zero.
-func (s *Store) finishOne() {
-	if s.pending.Add(-1) == 0 {
-		s.wakeFlush()
-	}
-}
-
-func (s *Store) wakeFlush() {
-	s.idleMu.Lock()
-	if s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
-	s.idleMu.Unlock()
-}
-
-// Stats returns the counters since Open.
-func (s *Store) Stats() Stats {
-	st := s.counts.snapshot()
-	st.Queued = len(s.queue)
-	st.QueueCapacity = cap(s.queue)
-	return st
-}
-
-// record counts ev and tells the listener.
 func (s *Store) record(ev Event, dep string) {
 	s.counts[ev].Add(1)
 	if s.listener != nil {
@@ -359,13 +250,34 @@ func (s *Store) record(ev Event, dep string) {
 	}
 }
 
+// Stats returns the event counts since Open and the queue's depth.
+func (s *Store) Stats() Stats {
+	st := s.counts.snapshot()
+	st.Queued, st.QueueCapacity = len(s.queue), cap(s.queue)
+	return st
+}
+
+// Flush waits until every entry accepted so far has settled, or ctx ends;
+// ErrClosed once Close has begun (Close drains itself).
+func (s *Store) Flush(ctx context.Context) error {
+	for s.pending.Load() > 0 || s.closed.Load() {
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cache.flush: %w", ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
 // Close stops taking entries, lets the writers drain the queue until ctx
-// ends (then drops, counting them, the entries left), waits for the
-// writers, closes the client and stops the embedded server. A write in
-// flight when ctx ends may hold Close up to WriteTimeout longer. It returns
-// an error matching ctx.Err() when entries were abandoned. Entries Put
-// concurrently with Close may be discarded uncounted. Calls after the first
-// return the first one's result.
+// ends (the entries left are then dropped and counted, and the error
+// matches ctx.Err()), and closes the client. A write in flight when ctx
+// ends may hold Close up to WriteTimeout longer. Later calls return the
+// first one's result.
 func (s *Store) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
 	return s.closeErr
@@ -374,40 +286,24 @@ func (s *Store) Close(ctx context.Context) error {
 func (s *Store) shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	close(s.draining)
-
-	// This helper exits as soon as the writers have, which the code below
-	// always waits for.
-	done := make(chan struct{})
-	go func() {
-		s.writers.Wait()
-		close(done)
-	}()
+	stop := context.AfterFunc(ctx, s.cancelWrite)
+	s.writers.Wait()
 	var errs []error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		s.cancelWrite()
-		<-done
+	if !stop() {
 		errs = append(errs, fmt.Errorf("cache.close: queued writes abandoned: %w", ctx.Err()))
 	}
 	s.cancelWrite()
-
 	for drained := false; !drained; {
 		select {
 		case req := <-s.queue:
-			s.record(EventWriteDropped, req.dep)
-			s.finishOne()
+			s.record(EventWriteDropped, req.k.dep)
+			s.pending.Add(-1)
 		default:
 			drained = true
 		}
 	}
-	s.wakeFlush()
-
-	if err := s.client.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("cache.close: client: %w", err))
-	}
-	if s.emb != nil {
-		s.emb.close()
+	if err := s.back.close(); err != nil {
+		errs = append(errs, fmt.Errorf("cache.close: %w", err))
 	}
 	return errors.Join(errs...)
 }

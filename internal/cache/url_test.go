@@ -9,42 +9,37 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// build parses rawURL with the default pool and builds its client, closed
-// when the test ends (go-redis connects lazily, so nothing is dialled).
-func build(t *testing.T, rawURL string) (clientSpec, redis.UniversalClient) {
+// build parses rawURL and builds its client, closed when the test ends
+// (go-redis connects lazily, so nothing is dialled).
+func build(t *testing.T, rawURL string) (redis.UniversalClient, string) {
 	t.Helper()
-	spec, err := parseURL(rawURL, Config{}.withDefaults().Pool)
+	c, topology, err := newClient(rawURL)
 	if err != nil {
-		t.Fatalf("parseURL(%q): %v", rawURL, err)
+		t.Fatalf("newClient(%q): %v", rawURL, err)
 	}
-	c := spec.newFn()
 	t.Cleanup(func() { _ = c.Close() })
-	return spec, c
+	return c, topology
 }
 
 func TestParseURLSingle(t *testing.T) {
-	spec, c := build(t, "redis://app:pw@cache.internal:6380/3")
-	if spec.topology != TopologySingle {
-		t.Fatalf("topology = %q", spec.topology)
-	}
+	c, topology := build(t, "redis://app:pw@cache.internal:6380/3")
 	o := c.(*redis.Client).Options()
-	if o.Addr != "cache.internal:6380" || o.DB != 3 || o.Username != "app" || o.Password != "pw" {
-		t.Errorf("options = addr %q db %d user %q", o.Addr, o.DB, o.Username)
+	if topology != "single" || o.Addr != "cache.internal:6380" || o.DB != 3 || o.Username != "app" || o.Password != "pw" {
+		t.Errorf("%s: addr %q db %d user %q", topology, o.Addr, o.DB, o.Username)
 	}
 	if o.TLSConfig != nil {
 		t.Error("redis:// must not use TLS")
 	}
 	// Our defaults fill what the URL leaves unset.
-	if o.PoolSize != DefaultPoolSize || o.DialTimeout != DefaultDialTimeout ||
-		o.ReadTimeout != DefaultSocketReadTimeout || o.WriteTimeout != DefaultSocketWriteTimeout ||
-		!o.ContextTimeoutEnabled || o.MaxRetries > 0 || o.DialerRetries != 1 {
+	if o.PoolSize != 64 || o.DialTimeout != 200*time.Millisecond || o.ReadTimeout != 100*time.Millisecond ||
+		o.WriteTimeout != 100*time.Millisecond || !o.ContextTimeoutEnabled || o.MaxRetries > 0 || o.DialerRetries != 1 {
 		t.Errorf("pool = size %d dial %v read %v write %v ctx %v retries %d dial attempts %d",
 			o.PoolSize, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries)
 	}
 }
 
 func TestParseURLQueryWins(t *testing.T) {
-	_, c := build(t, "redis://h:6379?pool_size=7&read_timeout=2s&max_retries=2")
+	c, _ := build(t, "redis://h:6379?pool_size=7&read_timeout=2s&max_retries=2")
 	o := c.(*redis.Client).Options()
 	if o.PoolSize != 7 || o.ReadTimeout != 2*time.Second || o.MaxRetries != 2 {
 		t.Errorf("pool = size %d read %v retries %d, want the URL's", o.PoolSize, o.ReadTimeout, o.MaxRetries)
@@ -52,7 +47,7 @@ func TestParseURLQueryWins(t *testing.T) {
 }
 
 func TestParseURLTLS(t *testing.T) {
-	_, c := build(t, "rediss://h.example:6380")
+	c, _ := build(t, "rediss://h.example:6380")
 	o := c.(*redis.Client).Options()
 	if o.TLSConfig == nil || o.TLSConfig.ServerName != "h.example" || o.TLSConfig.MinVersion < tls.VersionTLS12 {
 		t.Errorf("TLS config = %+v", o.TLSConfig)
@@ -60,38 +55,26 @@ func TestParseURLTLS(t *testing.T) {
 }
 
 func TestParseURLCluster(t *testing.T) {
-	spec, c := build(t, "rediss://:pw@n1:7000?addr=n2:7000&addr=n3:7000")
-	if spec.topology != TopologyCluster || len(spec.addrs) != 3 {
-		t.Fatalf("topology %q addrs %v", spec.topology, spec.addrs)
-	}
+	c, topology := build(t, "rediss://:pw@n1:7000?addr=n2:7000&addr=n3:7000")
 	o := c.(*redis.ClusterClient).Options()
-	if o.TLSConfig == nil || o.TLSConfig.MinVersion < tls.VersionTLS12 || o.Password != "pw" || !o.ContextTimeoutEnabled || o.PoolSize != DefaultPoolSize {
-		t.Errorf("cluster options: tls %+v ctx %v pool %d", o.TLSConfig, o.ContextTimeoutEnabled, o.PoolSize)
+	if topology != "cluster" || len(o.Addrs) != 3 {
+		t.Fatalf("%s: addrs %v", topology, o.Addrs)
 	}
-
-	spec, _ = build(t, "redis://config-endpoint:6379?cluster=true")
-	if spec.topology != TopologyCluster || len(spec.addrs) != 1 {
-		t.Errorf("cluster=true: topology %q addrs %v", spec.topology, spec.addrs)
+	if o.TLSConfig == nil || o.TLSConfig.MinVersion < tls.VersionTLS12 || o.Password != "pw" || !o.ContextTimeoutEnabled || o.PoolSize != 64 || o.DialerRetries != 1 {
+		t.Errorf("cluster options: tls %+v ctx %v pool %d dial attempts %d", o.TLSConfig, o.ContextTimeoutEnabled, o.PoolSize, o.DialerRetries)
 	}
-	spec, _ = build(t, "redis://h:6379?cluster=false")
-	if spec.topology != TopologySingle {
-		t.Errorf("cluster=false: topology %q", spec.topology)
+	if c, topology = build(t, "redis://config-endpoint:6379?cluster=true"); topology != "cluster" || len(c.(*redis.ClusterClient).Options().Addrs) != 1 {
+		t.Errorf("cluster=true: %s", topology)
+	}
+	if _, topology = build(t, "redis://h:6379?cluster=false"); topology != "single" {
+		t.Errorf("cluster=false: %s", topology)
 	}
 }
 
 func TestParseURLSentinel(t *testing.T) {
-	spec, c := build(t, "redis://s1:26379/1?master_name=mymaster&addr=s2:26379&password=masterpw")
-	if spec.topology != TopologySentinel || len(spec.addrs) != 2 {
-		t.Fatalf("topology %q addrs %v", spec.topology, spec.addrs)
-	}
-	if _, ok := c.(*redis.Client); !ok {
-		t.Errorf("client is %T, want a failover *redis.Client", c)
-	}
-	// Reads routed to replicas need go-redis's other failover client, which
-	// NewFailoverClient would panic about.
-	_, c = build(t, "redis://s1:26379?master_name=mymaster&route_randomly=true")
-	if _, ok := c.(*redis.ClusterClient); !ok {
-		t.Errorf("route_randomly: client is %T, want *redis.ClusterClient", c)
+	c, topology := build(t, "redis://s1:26379/1?master_name=mymaster&addr=s2:26379&password=masterpw")
+	if _, ok := c.(*redis.Client); !ok || topology != "sentinel" {
+		t.Errorf("%s: client is %T, want a failover *redis.Client", topology, c)
 	}
 }
 
@@ -109,12 +92,13 @@ func TestParseURLErrors(t *testing.T) {
 		{"cluster with db", "redis://h:6379/2?cluster=true", "no database"},
 		{"bad cluster flag", "redis://h?cluster=maybe", "not a boolean"},
 		{"bad sentinel addr", "redis://u:" + secret + "@h?master_name=m&addr=nope", "addr"},
+		{"sentinel replicas", "redis://h?master_name=m&route_randomly=true", "not supported"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseURL(tt.url, PoolConfig{})
+			_, _, err := newClient(tt.url)
 			if err == nil {
-				t.Fatalf("parseURL(%q) succeeded", tt.url)
+				t.Fatalf("newClient(%q) succeeded", tt.url)
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, "--redis-url") || !strings.Contains(msg, tt.want) {

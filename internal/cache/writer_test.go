@@ -30,10 +30,11 @@ func TestWriteErrorsLogTheirCause(t *testing.T) {
 			var mu sync.Mutex
 			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			s, err := Open(context.Background(), relaxed(Config{
-				URL:              "redis://" + tc.userinfo + rd.Addr() + "/0",
+			s, err := Open(context.Background(), Config{
+				URL:              relaxed("redis://" + tc.userinfo + rd.Addr() + "/0"),
 				ErrorLogInterval: 10 * time.Second,
-			}), bufferLogger(&logs), withClock(clock))
+				WriteTimeout:     10 * time.Second,
+			}, bufferLogger(&logs), WithClock(clock))
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}
@@ -43,7 +44,7 @@ func TestWriteErrorsLogTheirCause(t *testing.T) {
 			// line for each, the first round's other failures held back.
 			for round := range 2 {
 				for i := range 5 {
-					s.Put("order", "o-"+strconv.Itoa(i), entry(now.Add(-time.Second), `{}`), time.Minute)
+					put(s, "order", "o-"+strconv.Itoa(i), entry(now.Add(-time.Second), `{}`), time.Minute)
 				}
 				mustFlush(t, s)
 				mu.Lock()

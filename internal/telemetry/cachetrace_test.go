@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -27,7 +28,8 @@ import (
 // span as failed.
 func TestCacheSpans(t *testing.T) {
 	h := newHarness(t)
-	store, err := cache.Open(context.Background(), cache.Config{}, nil) // embedded server: its script cache starts empty
+	rd := miniredis.RunT(t) // a fresh server: its script cache starts empty
+	store, err := cache.Open(context.Background(), cache.Config{URL: "redis://" + rd.Addr()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
