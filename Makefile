@@ -33,6 +33,10 @@ STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # idle machine, over 3 min beside the race-enabled packages), so the whole
 # binary takes 4–5 min in CI; at 5m one run in four on 2026-12-02 timed out.
 TEST_TIMEOUT  ?= 6m
+# make test runs go test -json (kept in $(OUT)/test.json) through this: it
+# prints what plain go test would, lists the skips, and fails a CI run in
+# which a test skipped for a missing prerequisite (build/skipcheck).
+SKIPCHECK     := $(OUT)/skipcheck
 # compose-smoke uses its own project name and free host ports (SMOKE_PORT /
 # SMOKE_SIM_PORT fix them) so it cannot clash with anything already running.
 SMOKE_PROJECT ?= orderagg-smoke
@@ -71,8 +75,9 @@ deps: ## install the missing Debian packages (APT_PACKAGES)
 
 .PHONY: test
 test: deps images rules ## apt packages if missing, images, the rules' tests, then every test (unit, integration, browser, real Redis, manifests) with -race
-	build/with-redis.sh $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	cd deploy/kubernetes && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) build -o $(SKIPCHECK) ./build/skipcheck
+	build/with-redis.sh $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... | tee $(OUT)/test.json | $(SKIPCHECK)
+	cd deploy/kubernetes && $(GO) test -json -race -count=1 -timeout $(TEST_TIMEOUT) ./... | tee $(CURDIR)/$(OUT)/test-deploy.json | $(CURDIR)/$(SKIPCHECK)
 
 .PHONY: rules
 rules: deps build ## promtool: check and unit-test deploy/prometheus's rules, lint a fresh process's /metrics

@@ -7,8 +7,9 @@
 #
 # Usage: build/with-redis.sh COMMAND [ARG...]
 #
-# Without redis-server the command runs alone (the test skips), except under
-# CI=true, where that is an error: `make deps` installs redis-server there,
+# Without redis-server the command runs alone (the test skips), except in CI
+# ($CI true as Go's strconv.ParseBool reads it: 1, t, true, ...), where that
+# is an error: `make deps` installs redis-server there,
 # and a missing one must not pass as a skipped test.
 set -euo pipefail
 
@@ -18,8 +19,9 @@ if [ "$#" -eq 0 ]; then
 fi
 
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-	if [ "${CI:-}" = "true" ]; then
-		echo "with-redis: redis-server or redis-cli missing under CI=true (make deps installs redis-server and redis-tools)" >&2
+	case "${CI:-}" in 1 | t | T | true | TRUE | True) in_ci=yes ;; *) in_ci="" ;; esac
+	if [ -n "$in_ci" ]; then
+		echo "with-redis: redis-server or redis-cli missing in CI (make deps installs redis-server and redis-tools)" >&2
 		exit 1
 	fi
 	echo "with-redis: redis-server or redis-cli not installed; running without (TestAgainstRealRedis skips)" >&2

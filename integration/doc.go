@@ -32,8 +32,9 @@
 // # Missing prerequisites
 //
 // The tests run as part of `go test ./...`. Without Docker or an image, each
-// test skips with a message naming `make images`; with CI=true it fails
-// instead, so CI cannot go green on skipped integration tests.
+// test skips with a message naming `make images`; in CI ($CI true as
+// strconv.ParseBool reads it, internal/testenv) it fails instead, so CI
+// cannot go green on skipped integration tests.
 //
 // # Ryuk and addresses
 //

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,8 @@ import (
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 	"go.uber.org/goleak"
+
+	"github.com/orderagg/orderagg/internal/testenv"
 )
 
 const (
@@ -93,22 +94,13 @@ func envOr(key, def string) string {
 	return def
 }
 
-// inCI reports whether missing prerequisites must fail rather than skip.
-func inCI() bool {
-	v, err := strconv.ParseBool(os.Getenv("CI"))
-	return err == nil && v
-}
-
 // unavailable skips the test (or fails it in CI) because Docker or an image
 // is missing.
 func unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...) +
 		" — build the images with `make images` (or set ORDERAGG_IMAGE / ORDERAGG_REDIS_IMAGE / ORDERAGG_TOXIPROXY_IMAGE)"
-	if inCI() {
-		t.Fatalf("integration prerequisites missing in CI: %s", msg)
-	}
-	t.Skipf("skipping integration test: %s", msg)
+	testenv.Missing(t, "integration: %s", msg)
 }
 
 var docker struct {

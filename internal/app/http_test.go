@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/orderagg/orderagg/internal/testenv"
 )
 
 // logLines returns the service's JSON log records, and the lines that are
@@ -38,7 +40,7 @@ func logLines(t *testing.T, logs string) (records []map[string]any, plain []stri
 // heals it. The JSON log line keeps them too, for log readers.
 func TestDemoFaultCommandsPasteIntoAShell(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("no curl on PATH; the printed commands use it")
+		testenv.Missing(t, "no curl on PATH (make deps); the printed commands use it")
 	}
 	var asked io.Writer
 	s, _ := startServiceEnv(t, nil, nil, func(e *Env) {

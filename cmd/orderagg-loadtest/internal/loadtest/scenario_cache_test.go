@@ -6,11 +6,13 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/orderagg/orderagg/internal/testenv"
 )
 
 func TestEmbeddedScenario(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH to compare with")
+		testenv.Missing(t, "no redis-server on PATH to compare with (make deps)")
 	}
 	r := runScenarioJSON(t, "--scenario", "embedded", "--duration", "150ms", "--warmup", "0s", "--concurrency", "4")
 	if len(r.Rows) != 2 || len(r.Steps) != 2 || len(r.Findings) != 2 {
