@@ -35,7 +35,7 @@ import (
 func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	s := &serving{cfg: cfg, env: env, logger: newLogger(env.Stderr, cfg.SlogLevel())}
 	defer s.closers.closeAll(s.logger, cfg.ShutdownTimeout)
-	steps := []func(context.Context) error{s.setupTelemetry, s.startSimulators, s.openCache, s.buildGuards, s.buildPage, s.startServers}
+	steps := []func(context.Context) error{s.setupTelemetry, s.startSimulators, s.openCache, s.buildGuards, s.buildPage, s.startServers, s.observe}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err
@@ -63,7 +63,8 @@ type serving struct {
 	ready   atomic.Bool
 
 	tel    *telemetry.Telemetry
-	sim    *sim.Server // demo mode only
+	gauges telemetry.State // filled by the steps, registered by observe
+	sim    *sim.Server     // demo mode only
 	store  *cache.Store
 	guards []*resilience.Guard // in config.Dependencies.Names order
 	page   *orderdetail.Aggregator
@@ -104,7 +105,7 @@ func (s *serving) startSimulators(context.Context) error {
 
 // openCache connects the last-good store, traced and measured.
 func (s *serving) openCache(ctx context.Context) error {
-	store, err := cache.Open(ctx, cache.Config{URL: s.cfg.RedisURL}, s.logger)
+	store, err := cache.Open(ctx, cache.Config{URL: s.cfg.RedisURL}, s.logger, cache.WithListener(s.tel.CacheListener()))
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
@@ -115,7 +116,8 @@ func (s *serving) openCache(ctx context.Context) error {
 			return fmt.Errorf("instrumenting redis: %w", err)
 		}
 	}
-	return s.tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) })
+	s.gauges.CacheQueue = func() (int, int) { st := store.Stats(); return st.Queued, st.QueueCapacity }
+	return nil
 }
 
 // buildGuards makes one guard per dependency. An adaptive sub-budget can
@@ -130,7 +132,8 @@ func (s *serving) buildGuards(context.Context) error {
 		}
 		s.guards = append(s.guards, g)
 	}
-	return s.tel.ObserveGuards(s.guards)
+	s.gauges.Guards = s.guards
+	return nil
 }
 
 // buildPage makes the order-detail page: one client per registered
@@ -198,9 +201,7 @@ func (s *serving) startServers(context.Context) error {
 	s.closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
 
 	limiter := admission.New(s.cfg.MaxInflight)
-	if err := s.tel.ObserveAdmission(limiter.Limit, limiter.Inflight); err != nil {
-		return err
-	}
+	s.gauges.Admission = func() (int, int) { return limiter.Limit(), limiter.Inflight() }
 	opts := handlers.Options{
 		Pager:      s.page,
 		Deadline:   s.cfg.Deadline,
@@ -220,8 +221,9 @@ func (s *serving) startServers(context.Context) error {
 	}
 	api.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
 	s.addrs.API = addr
-	if err := s.tel.ObserveConnections("api", api.Open); err != nil || s.cfg.AdminAddr == "" {
-		return err
+	s.gauges.Connections = map[string]func() int64{"api": api.Open}
+	if s.cfg.AdminAddr == "" {
+		return nil
 	}
 	admin, addr, err := s.serve("admin", s.cfg.AdminAddr, func(g *handlers.HostGuard) http.Handler {
 		return handlers.NewAdmin(s.ctl, s.cfg.AdminToken, g, s.logger)
@@ -230,8 +232,12 @@ func (s *serving) startServers(context.Context) error {
 		return fmt.Errorf("--admin-addr: %w", err)
 	}
 	s.addrs.Admin = addr
-	return s.tel.ObserveConnections("admin", admin.Open)
+	s.gauges.Connections["admin"] = admin.Open
+	return nil
 }
+
+// observe registers the gauges, read at scrape time, of what the steps built.
+func (s *serving) observe(context.Context) error { return s.tel.Observe(s.gauges) }
 
 // serve listens on addr and serves there the handler h builds around the
 // address's host guard, until the close stack shuts it down: pushed after

@@ -12,25 +12,6 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// TestOnEventAllocations: with traces off, counting an event allocates
-// nothing once the dependency has been seen, so the listener adds no garbage
-// to the request path.
-func TestOnEventAllocations(t *testing.T) {
-	clearOTelEnv(t)
-	tel, err := Setup(context.Background(), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	l := tel.Listener(nil)
-	ctx := context.Background()
-	e := resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 1, Start: time.Now(), Duration: 3 * time.Millisecond}
-	l.OnEvent(ctx, e)
-	if n := testing.AllocsPerRun(1000, func() { l.OnEvent(ctx, e) }); n != 0 {
-		t.Errorf("OnEvent allocates %v times per event", n)
-	}
-}
-
 // TestMiddlewareAllocations: with traces off, the middleware costs a traced
 // route nothing when the caller sent no trace context.
 func TestMiddlewareAllocations(t *testing.T) {

@@ -14,11 +14,11 @@
 //
 //	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 //	lis := tel.Listener(logger)          // resilience.WithListener(lis) on every guard
+//	store, _ := cache.Open(ctx, cfg, logger, cache.WithListener(tel.CacheListener()))
+//	tel.InstrumentRedis(store.Client())
 //	agg := orderdetail.New(orderdetail.Config{…, Observer: tel.Observer()})
 //	downstream.Config{WrapTransport: tel.WrapTransport}
-//	tel.InstrumentRedis(store.Client())
-//	tel.ObserveGuards(allGuards)         // the cache's guard included; starts every series at 0
-//	tel.ObserveCache(func() telemetry.CacheStats { return telemetry.CacheStats(store.Stats()) })
+//	tel.Observe(telemetry.State{Guards: guards, …}) // gauges; every guard's counters start at 0
 //	e.Use(tel.Middleware())              // first
 //	e.GET("/metrics", echo.WrapHandler(tel.MetricsHandler()))
 //	// in the order-detail handler, once the answer is written:
@@ -78,11 +78,10 @@
 //
 // # Cost
 //
-// With traces off the tracer provider is a no-op, the middleware only passes
-// a caller's trace context on, and the listener skips span work altogether;
-// each event costs a counter add on a precomputed attribute set (no
-// allocation on the common path). Gauges are read at scrape time from
-// the guards' snapshots, so they cost nothing between scrapes.
+// Counters and histograms are OpenTelemetry's synchronous instruments,
+// recorded where each event happens. Gauges are read at scrape time from
+// the guards' snapshots, so they cost nothing between scrapes. With traces
+// off the tracer provider is a no-op and the listener skips span work.
 //
 // # Logs
 //

@@ -31,20 +31,14 @@ const (
 // Listener returns the resilience.Listener to give every guard (one is
 // enough for all of them). For each event it
 //
-//   - counts it in orderagg_dependency_events_total{dependency,event}, and a
+//   - counts it in orderagg_dependency_events_total{dependency,event}, a
 //     physical attempt's duration in orderagg_dependency_attempt_duration_seconds,
 //     a logical call in orderagg_dependency_calls_total, a retry or hedge in
 //     their own counters;
-//   - when traces are on, records a span, child of the span in the event's
-//     context (the request's server span): "dependency <dep>" for an attempt
-//     or a refused call, "fallback <dep>" for a fallback. The guard reports an
-//     event after it happened, so the span is made after the fact with the
-//     event's start and duration; a failure, timeout, short-circuit,
-//     rejection or failed fallback has status Error;
+//   - when traces are on, records the call's spans (see nest.go);
 //   - logs each fallback at WARN, at most one line per dependency per
-//     Config.LogInterval, the next line carrying how many were suppressed —
-//     an outage must not flood the log. The line names the latest failed
-//     event of that dependency as the cause.
+//     Config.LogInterval, the next line carrying how many were suppressed,
+//     and naming the latest failed event of that dependency as the cause.
 //
 // Breaker transitions are counted in orderagg_breaker_transitions_total and
 // logged: WARN when the breaker opens or is forced, INFO when it closes or
@@ -53,9 +47,7 @@ func (t *Telemetry) Listener(logger *slog.Logger) resilience.Listener {
 	if logger == nil {
 		logger = t.cfg.Logger
 	}
-	l := &listener{t: t, log: logger}
-	l.logs.build = func(string) *fallbackLog { return &fallbackLog{lim: newLimiter(t.cfg.Now, t.cfg.LogInterval)} }
-	return l
+	return &listener{t: t, log: logger, logs: map[string]*fallbackLog{}}
 }
 
 var (
@@ -65,48 +57,53 @@ var (
 )
 
 type listener struct {
-	t    *Telemetry
-	log  *slog.Logger
-	logs cowMap[*fallbackLog] // by dependency
+	t   *Telemetry
+	log *slog.Logger
+
+	mu   sync.Mutex
+	logs map[string]*fallbackLog // by dependency
 }
 
 // fallbackLog is one dependency's fallback log state.
 type fallbackLog struct {
-	lim *limiter
-
-	mu       sync.Mutex
+	lim      *limiter
 	cause    string // the latest failed event, e.g. "timeout"
 	causeErr error
 }
 
+// fallbackLog returns dep's log state; l.mu held.
+func (l *listener) fallbackLog(dep string) *fallbackLog {
+	f := l.logs[dep]
+	if f == nil {
+		f = &fallbackLog{lim: newLimiter(l.t.cfg.Now, l.t.cfg.LogInterval)}
+		l.logs[dep] = f
+	}
+	return f
+}
+
 func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
-	d := l.t.deps.get(e.Dependency)
+	in := &l.t.inst
 	name := e.Name()
-	ev := d.event(name)
-	ev.n.Add(1)
+	dep := dependency(e.Dependency)
+	ev := with(dep, attribute.String(attrEvent, name))
+	in.events.Add(ctx, 1, ev)
 	switch {
 	case e.Fallback:
 	case e.Attempt == 0:
-		d.calls.n.Add(1) // refused: a call that never reached the dependency
+		in.calls.Add(ctx, 1, with(dep)) // refused: a call that never reached the dependency
 	default:
-		// An exemplar links an attempt to its span; with traces off there
-		// is none, and the SDK's filter would walk the request's context
-		// chain for a sampled span on every attempt to find that out.
-		mctx := ctx
-		if !l.t.tracing {
-			mctx = context.Background()
-		}
-		l.t.inst.attempt.Record(mctx, e.Duration.Seconds(), ev.rec...)
+		in.attempt.Record(ctx, e.Duration.Seconds(), ev)
 		switch {
 		case e.Hedge:
-			d.hedges.n.Add(1)
+			in.hedges.Add(ctx, 1, with(dep))
 		case e.Attempt == 1:
-			d.calls.n.Add(1)
+			in.calls.Add(ctx, 1, with(dep))
 		default:
-			d.retries.n.Add(1)
+			in.retries.Add(ctx, 1, with(dep))
 		}
 	}
 	if l.t.tracing {
+		d := depInfo(e.Dependency)
 		if rt := reqTraceFrom(ctx); rt == nil || !rt.onEvent(ctx, d, name, e) {
 			l.span(ctx, d, name, e)
 		}
@@ -115,10 +112,10 @@ func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
 	case e.Fallback:
 		l.logFallback(ctx, e)
 	case isCause(ctx, e):
-		f := l.logs.get(e.Dependency)
-		f.mu.Lock()
+		l.mu.Lock()
+		f := l.fallbackLog(e.Dependency)
 		f.cause, f.causeErr = name, e.Err
-		f.mu.Unlock()
+		l.mu.Unlock()
 	}
 }
 
@@ -177,14 +174,14 @@ func (l *listener) span(ctx context.Context, d *depAttrs, name string, e resilie
 }
 
 func (l *listener) logFallback(ctx context.Context, e resilience.Event) {
-	f := l.logs.get(e.Dependency)
+	l.mu.Lock()
+	f := l.fallbackLog(e.Dependency)
 	ok, suppressed := f.lim.allow()
+	cause, causeErr := f.cause, f.causeErr
+	l.mu.Unlock()
 	if !ok {
 		return
 	}
-	f.mu.Lock()
-	cause, causeErr := f.cause, f.causeErr
-	f.mu.Unlock()
 	attrs := make([]slog.Attr, 0, 6)
 	attrs = append(attrs,
 		slog.String("dependency", e.Dependency),
@@ -219,23 +216,17 @@ func (l *listener) OnStateChange(c resilience.StateChange) {
 	)
 }
 
-// Directions of orderagg_dependency_timeout_changes_total.
-const (
-	directionUp   = "up"
-	directionDown = "down"
-)
-
 // OnTimeoutChange counts an adaptive sub-budget's move in
 // orderagg_dependency_timeout_changes_total and logs it at INFO. The guard
 // moves it at most once a second and only past a dead band, so the log
 // needs no limiter of its own: a steady dependency writes nothing.
 func (l *listener) OnTimeoutChange(c resilience.TimeoutChange) {
 	ctx := context.Background()
-	dir := directionUp
+	dir := "up"
 	if c.To < c.From {
-		dir = directionDown
+		dir = "down"
 	}
-	l.t.inst.toChanges.Add(ctx, 1, timeoutChangeAttrs(c.Dependency, dir))
+	l.t.inst.timeoutChanges.Add(ctx, 1, with(dependency(c.Dependency), attribute.String("direction", dir)))
 	l.log.LogAttrs(ctx, slog.LevelInfo, "adaptive timeout "+dir,
 		slog.String("dependency", c.Dependency),
 		slog.Duration("from", c.From),
@@ -246,19 +237,8 @@ func (l *listener) OnTimeoutChange(c resilience.TimeoutChange) {
 	)
 }
 
-func timeoutChangeAttrs(dep, dir string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(
-		attribute.String(attrDependency, dep),
-		attribute.String(attrDirection, dir),
-	))
-}
-
 func transitionAttrs(c resilience.StateChange) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(
-		attribute.String(attrDependency, c.Dependency),
-		attribute.String(attrFrom, c.From.String()),
-		attribute.String(attrTo, c.To.String()),
-	))
+	return with(dependency(c.Dependency), attribute.String("from", c.From.String()), attribute.String("to", c.To.String()))
 }
 
 // Observer returns the orderdetail.Observer that counts last-good lookups:
@@ -271,15 +251,14 @@ func (t *Telemetry) Observer() orderdetail.Observer { return observer{t} }
 type observer struct{ t *Telemetry }
 
 func (o observer) CacheLookup(ctx context.Context, dep, outcome string) {
-	d := o.t.deps.get(dep)
-	if outcome == "hit" {
-		d.event(EventCacheHit).n.Add(1)
-	} else {
-		d.miss(outcome).n.Add(1)
+	attrs := with(dependency(dep), attribute.String(attrEvent, EventCacheHit))
+	if outcome != "hit" {
+		attrs = with(dependency(dep), attribute.String(attrEvent, EventCacheMiss), attribute.String(attrReason, outcome))
 	}
+	o.t.inst.events.Add(ctx, 1, attrs)
 	if o.t.tracing {
 		if rt := reqTraceFrom(ctx); rt == nil || !rt.cacheOutcome(ctx, dep, outcome) {
-			trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(d.spanDep, attrSpanOutcome.String(outcome)))
+			trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(attrSpanDependency.String(dep), attrSpanOutcome.String(outcome)))
 		}
 	}
 }

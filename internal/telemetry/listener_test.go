@@ -180,7 +180,7 @@ func TestAdaptiveTimeoutThroughGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.tel.ObserveGuards([]*resilience.Guard{g, fixed}); err != nil {
+	if err := h.tel.Observe(State{Guards: []*resilience.Guard{g, fixed}}); err != nil {
 		t.Fatal(err)
 	}
 	down := map[string]string{"dependency": "logistics", "direction": "down"}

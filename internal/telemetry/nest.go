@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -56,6 +57,18 @@ type attempt struct {
 	start time.Time
 }
 
+// depAttrs are the span names and attribute of one dependency.
+type depAttrs struct {
+	name         string
+	spanName     string // "dependency inventory"
+	fallbackName string // "fallback inventory"
+	spanDep      attribute.KeyValue
+}
+
+func depInfo(dep string) *depAttrs {
+	return &depAttrs{name: dep, spanName: "dependency " + dep, fallbackName: "fallback " + dep, spanDep: attrSpanDependency.String(dep)}
+}
+
 type reqTraceKey struct{}
 
 func reqTraceFrom(ctx context.Context) *reqTrace {
@@ -100,7 +113,7 @@ func cacheKey(dep string) string { return "cache " + dep }
 // span under it; ctx gets the attempt span, so the HTTP client span is its
 // child.
 func (rt *reqTrace) startAttempt(ctx context.Context, dep string) context.Context {
-	d := rt.t.deps.get(dep)
+	d := depInfo(dep)
 	now := time.Now()
 	rt.mu.Lock()
 	if rt.ended {
@@ -119,8 +132,8 @@ func (rt *reqTrace) startAttempt(ctx context.Context, dep string) context.Contex
 // if need be, and starts the read's attempt span there; a nil span when
 // the request has ended.
 func (rt *reqTrace) startCacheRead(ctx context.Context, dep string) (context.Context, trace.Span) {
-	d := rt.t.deps.get(dep)
-	c := rt.t.deps.get(cacheDependency)
+	d := depInfo(dep)
+	c := depInfo(cacheDependency)
 	rt.mu.Lock()
 	if rt.ended {
 		rt.mu.Unlock()
@@ -239,7 +252,7 @@ func (rt *reqTrace) cacheOutcome(ctx context.Context, dep, outcome string) bool 
 	}
 	if e, ok := rt.refused[ctx.Done()]; ok {
 		delete(rt.refused, ctx.Done())
-		d, c := rt.t.deps.get(dep), rt.t.deps.get(cacheDependency)
+		d, c := depInfo(dep), depInfo(cacheDependency)
 		fb := rt.open(d.fallbackName, d.fallbackName, nil, d, e.Start)
 		call := rt.open(cacheKey(dep), c.spanName, fb, c, e.Start)
 		if e.Err != nil {
@@ -300,7 +313,7 @@ func (rt *reqTrace) end() {
 	for _, s := range rt.spans {
 		rt.finish(s, now)
 	}
-	c := rt.t.deps.get(cacheDependency)
+	c := depInfo(cacheDependency)
 	for _, e := range rt.refused { // no lookup followed: no fallback to put them under
 		_, sp := rt.t.tracer.Start(rt.ctx, c.spanName, trace.WithTimestamp(e.Start),
 			trace.WithAttributes(c.spanDep, attrSpanEvent.String(e.Name())))

@@ -123,19 +123,15 @@ func exerciseEverything(t *testing.T, h *harness) {
 		}
 		guards = append(guards, g)
 	}
-	if err := h.tel.ObserveGuards(guards); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.tel.ObserveAdmission(func() int { return 1024 }, func() int { return 0 }); err != nil {
+	if err := h.tel.Observe(State{
+		Guards:      guards,
+		Admission:   func() (int, int) { return 1024, 0 },
+		CacheQueue:  func() (int, int) { return 0, 1024 },
+		Connections: map[string]func() int64{"api": func() int64 { return 0 }},
+	}); err != nil {
 		t.Fatal(err)
 	}
 	h.tel.RecordRejected(context.Background())
-	if err := h.tel.ObserveConnections("api", func() int64 { return 0 }); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.tel.ObserveCache(func() CacheStats { return CacheStats{} }); err != nil {
-		t.Fatal(err)
-	}
 	c := newRedis(t)
 	if err := h.tel.InstrumentRedis(c); err != nil {
 		t.Fatal(err)

@@ -124,7 +124,6 @@ type Telemetry struct {
 	handler    http.Handler
 
 	inst instruments
-	deps cowMap[*depAttrs]
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -161,7 +160,6 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	for _, f := range t.prop.Fields() {
 		t.propFields = append(t.propFields, textproto.CanonicalMIMEHeaderKey(f))
 	}
-	t.deps.build = newDepAttrs
 
 	// Metrics first: nothing in them can fail for reasons of configuration,
 	// and building them before the span exporter means an error below has
@@ -183,10 +181,10 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp),
 		sdkmetric.WithView(secondsViews...))
 	t.meter = t.mp.Meter(scopeName)
-	if err := t.inst.init(t.meter, &t.deps); err != nil {
+	if t.inst, err = newInstruments(t.meter); err != nil {
 		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
-	t.inst.rejected.Add(ctx, 0) // exists from start-up; see zeroSeries
+	t.inst.zeroProcess()
 	t.handler = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{
 		// A failing collector should cost its own series, not the scrape.
 		ErrorHandling: promhttp.ContinueOnError,
