@@ -480,7 +480,7 @@ func TestEntryDefaultsPassConfigRules(t *testing.T) {
 	// entry's settings in each downstream's place and validate the whole set.
 	for _, name := range downstream.Names() {
 		deps := config.DefaultDependencies()
-		deps.Set(name, d)
+		deps[name] = d
 		if err := deps.Validate(bounds); err != nil {
 			t.Errorf("in %s's place: %v", name, err)
 		}

@@ -17,14 +17,9 @@ import (
 // sections, serialised by mu. Each guard swaps its settings atomically, so
 // calls in flight finish under the settings they began with.
 type control struct {
-	mu   sync.Mutex
-	deps config.Dependencies
-	// loaded are the settings of the last load, kept from the first admin
-	// PATCH on (zero before): a reload that changes what differs from them
-	// undoes an operator's change.
-	loaded      config.Dependencies
+	mu          sync.Mutex
+	deps        config.Dependencies
 	bounds      config.Bounds
-	maxInflight int // a bulkhead below what it admits is warned about
 	guards      map[string]*resilience.Guard
 	downstreams map[string]*orderdetail.Downstream // by dependency name; not for "cache"
 	logger      *slog.Logger
@@ -36,8 +31,7 @@ func (c *control) Settings() map[string]map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]map[string]any, len(c.guards))
-	for _, name := range c.deps.Names() {
-		d, _ := c.deps.Get(name)
+	for name, d := range c.deps {
 		out[name] = d.Settings()
 	}
 	return out
@@ -53,39 +47,18 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, _ := c.deps.Get(dep)
-	after, _ := next.Get(dep)
+	before, after := c.deps[dep], next[dep]
 	if err := c.applyLocked(dep, after); err != nil {
 		return nil, err
 	}
-	if _, ok := c.loaded.Get(dep); !ok {
-		c.loaded = c.deps // the first PATCH: remember what the file said
-	}
-	c.logger.Info("settings changed", "source", "admin", "dependency", dep,
-		"before", before.Settings(), "after", after.Settings())
+	c.logger.Info("settings changed", "source", "admin", "dependency", dep, "before", before.Settings(), "after", after.Settings())
 	c.deps = next
-	c.warnUndersized(dep)
 	return after.Settings(), nil
 }
 
-// warnUndersized logs every bulkhead in force smaller than what
-// --max-inflight admits, for the named dependency or, with "", for all: an
-// operator may mean to cap a fragile dependency, but should know that its
-// section degrades with REJECTED under load.
-func (c *control) warnUndersized(only string) {
-	for _, u := range c.deps.Undersized(c.maxInflight) {
-		if only == "" || only == u.Dependency {
-			c.logger.Warn("bulkhead smaller than the pages admitted: healthy calls will be REJECTED under load",
-				"key", u.Key(), "max_concurrent", u.Have, "need", u.Need, "max_inflight", u.MaxInflight,
-				"fix", "raise it to at least need, or lower --max-inflight")
-		}
-	}
-}
-
 // Reload puts a whole new set of settings in force, or none of it if any is
-// invalid, and returns how many settings changed. It logs the changes, one
-// line per dependency, and warns, naming each key, where it undoes a change
-// made through the admin API since the last load.
+// invalid, and returns how many dependencies' settings changed, logging
+// each one's before and after.
 func (c *control) Reload(next config.Dependencies) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -94,36 +67,15 @@ func (c *control) Reload(next config.Dependencies) (int, error) {
 	}
 	changed := 0
 	for _, name := range next.Names() {
-		before, _ := c.deps.Get(name)
-		after, _ := next.Get(name)
-		changes := config.Changes(before, after)
-		if len(changes) == 0 {
-			continue
-		}
-		if err := c.applyLocked(name, after); err != nil {
-			return changed, err // validated above: a bug
-		}
-		changed += len(changes)
-		attrs := make([]any, 0, len(changes))
-		for _, ch := range changes {
-			attrs = append(attrs, slog.Group(ch.Key, "from", ch.From, "to", ch.To))
-		}
-		c.logger.Info("settings reloaded", "source", "config", "dependency", name, slog.Group("changed", attrs...))
-		if loaded, ok := c.loaded.Get(name); ok {
-			patched := map[string]bool{}
-			for _, ch := range config.Changes(loaded, before) {
-				patched[ch.Key] = true
+		if before, after := c.deps[name], next[name]; before != after {
+			if err := c.applyLocked(name, after); err != nil {
+				return changed, err // validated above: a bug
 			}
-			for _, ch := range changes {
-				if patched[ch.Key] {
-					c.logger.Warn("config reload undoes an admin API change", "dependency", name, "key", ch.Key,
-						"admin_value", ch.From, "config_value", ch.To)
-				}
-			}
+			changed++
+			c.logger.Info("settings reloaded", "source", "config", "dependency", name, "before", before.Settings(), "after", after.Settings())
 		}
 	}
-	c.deps, c.loaded = next, config.Dependencies{}
-	c.warnUndersized("")
+	c.deps = next
 	return changed, nil
 }
 
@@ -142,7 +94,7 @@ func (c *control) reloadFile(cfg config.Serve) {
 	if err != nil {
 		c.logger.Error("config reload failed; keeping the settings in force", "file", cfg.ConfigFile, "err", err)
 	} else {
-		c.logger.Info("config reloaded", "file", cfg.ConfigFile, "settings_changed", changed)
+		c.logger.Info("config reloaded", "file", cfg.ConfigFile, "dependencies_changed", changed)
 	}
 }
 

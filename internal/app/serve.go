@@ -33,7 +33,7 @@ import (
 // the page, the HTTP edge. Each step pushes what it opened on a close
 // stack, so everything closes in the reverse order, the listeners first.
 func Serve(ctx context.Context, cfg config.Serve, env Env) error {
-	s := &serving{cfg: cfg, env: env, logger: newLogger(env.Stderr, cfg.SlogLevel())}
+	s := &serving{cfg: cfg, env: env, logger: newLogger(env.Stderr, cfg.LogLevel)}
 	defer s.closers.closeAll(s.logger, cfg.ShutdownTimeout)
 	steps := []func(context.Context) error{s.setupTelemetry, s.startSimulators, s.openCache, s.buildGuards, s.buildPage, s.startServers, s.observe}
 	for _, step := range steps {
@@ -178,9 +178,7 @@ func (s *serving) buildPage(context.Context) error {
 		return err
 	}
 	s.page = page
-	s.ctl = &control{deps: deps, bounds: s.cfg.Bounds(), maxInflight: s.cfg.MaxInflight,
-		guards: guards, downstreams: byName, logger: s.logger}
-	s.ctl.warnUndersized("")
+	s.ctl = &control{deps: deps, bounds: s.cfg.Bounds(), guards: guards, downstreams: byName, logger: s.logger}
 	return nil
 }
 
@@ -257,7 +255,7 @@ func (s *serving) serve(name, addr string, h func(*handlers.HostGuard) http.Hand
 // the log, on a terminal in demo mode, and to env.OnReady.
 func (s *serving) announceReady() {
 	s.ready.Store(true)
-	s.logger.Info("ready", "addr", s.addrs.API, "admin_addr", s.addrs.Admin, "deadline", s.cfg.Deadline, "config", s.cfg)
+	s.logger.Info("ready", "addr", s.addrs.API, "admin_addr", s.addrs.Admin, "deadline", s.cfg.Deadline)
 	terminal := s.env.IsTerminal
 	if terminal == nil {
 		terminal = isTerminal
@@ -281,7 +279,7 @@ func demoCommands(addr string) (hang, heal string) {
 
 // RunSim serves the simulated downstreams until ctx ends.
 func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
-	logger := newLogger(env.Stderr, cfg.SlogLevel())
+	logger := newLogger(env.Stderr, cfg.LogLevel)
 	s := sim.New(sim.WithLogger(logger))
 	ln, guard, err := listen(cfg.Addr, cfg.AllowedHosts)
 	if err != nil {

@@ -2,7 +2,7 @@
 // plain structs whose defaults are in one place (DefaultServe, DefaultSim,
 // DefaultDependencies): flags and their ORDERAGG_* environment twins, parsed
 // by ff (a flag wins over its variable), and the --config YAML file of
-// per-dependency settings, decoded strictly by yaml.v3.
+// per-dependency settings, decoded by yaml.v3.
 //
 // Every error of a bad value is one line naming the flag (or the file key
 // and its line) and matches ErrUsage. The package holds no state.
@@ -28,7 +28,6 @@ import (
 
 	"github.com/peterbourgon/ff/v3"
 
-	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/downstream"
 )
 
@@ -59,7 +58,7 @@ type Serve struct {
 	AllowedHosts, TrustedProxies, ForwardBaggage []string
 	MaxEventStreams                              int
 	ReadHeaderTimeout, ShutdownTimeout           time.Duration
-	LogLevel                                     string // debug, info, warn or error
+	LogLevel                                     slog.Level
 	// Dependencies are the per-dependency settings in force at start-up:
 	// DefaultDependenciesFor(MaxInflight) with the --config file laid over.
 	Dependencies Dependencies
@@ -85,7 +84,6 @@ func DefaultServe() Serve {
 		MaxEventStreams:   100,
 		ReadHeaderTimeout: 5 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
-		LogLevel:          "info",
 		Dependencies:      DefaultDependencies(),
 	}
 }
@@ -94,11 +92,11 @@ func DefaultServe() Serve {
 type Sim struct {
 	Addr         string
 	AllowedHosts []string
-	LogLevel     string
+	LogLevel     slog.Level
 }
 
 // DefaultSim returns sim's built-in configuration.
-func DefaultSim() Sim { return Sim{Addr: "127.0.0.1:9100", LogLevel: "info"} }
+func DefaultSim() Sim { return Sim{Addr: "127.0.0.1:9100"} }
 
 // ServeFlags defines serve's flags on a new flag set, bound to s.
 func ServeFlags(s *Serve) *flag.FlagSet {
@@ -122,7 +120,7 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs.IntVar(&s.MaxEventStreams, "max-event-streams", s.MaxEventStreams, "dashboard event streams served at once; beyond it 503")
 	fs.DurationVar(&s.ReadHeaderTimeout, "read-header-timeout", s.ReadHeaderTimeout, "a client slower than this to send its headers is disconnected")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "bound on the graceful drain after SIGINT/SIGTERM")
-	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: debug, info, warn or error")
+	fs.TextVar(&s.LogLevel, "log-level", s.LogLevel, logLevelHelp)
 	return fs
 }
 
@@ -131,11 +129,14 @@ func SimFlags(s *Sim) *flag.FlagSet {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the simulated services and the fault API")
 	fs.Var((*list)(&s.AllowedHosts), "allowed-hosts", allowedHostsHelp)
-	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log level: debug, info, warn or error")
+	fs.TextVar(&s.LogLevel, "log-level", s.LogLevel, logLevelHelp)
 	return fs
 }
 
-const allowedHostsHelp = "`hosts` served besides loopback ones on a loopback address, comma-separated; *: any (see internal/handlers/hostguard.go)"
+const (
+	allowedHostsHelp = "`hosts` served besides loopback ones on a loopback address, comma-separated; *: any (see internal/handlers/hostguard.go)"
+	logLevelHelp     = "log `level`: debug, info, warn or error"
+)
 
 // ServeUsage writes serve's --help.
 func ServeUsage(w io.Writer) {
@@ -163,7 +164,6 @@ func parseServe(args []string, env bool) (Serve, error) {
 	if err := Parse(ServeFlags(&s), args, EnvPrefix, env); err != nil {
 		return Serve{}, err
 	}
-	s.LogLevel = strings.ToLower(s.LogLevel)
 	err := s.check()
 	if err == nil {
 		s.Dependencies, err = s.LoadDependencies()
@@ -180,24 +180,18 @@ func ParseSim(args []string) (Sim, error) {
 	if err := Parse(SimFlags(&s), args, EnvPrefix, true); err != nil {
 		return Sim{}, err
 	}
-	s.LogLevel = strings.ToLower(s.LogLevel)
-	if err := errors.Join(named("addr", checkAddr(s.Addr, false)),
-		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
-		named("log-level", checkChoice(s.LogLevel, logLevels...))); err != nil {
-		return Sim{}, usageError{firstOf(err)}
+	if err := first(named("addr", checkAddr(s.Addr, false)), named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost))); err != nil {
+		return Sim{}, usageError{err}
 	}
 	return s, nil
 }
 
 // Parse parses args into fs with ff and, when env is set, the environment
 // twins (EnvName) of the flags args leave out. --help returns flag.ErrHelp;
-// every other error is one line naming the flag and its variable and
-// matches ErrUsage.
+// every other error is one line naming the flag and its variable, with
+// passwords hidden, and matches ErrUsage.
 func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	fs.SetOutput(io.Discard) // the caller prints the error or the usage
-	var refused error
-	fs.VisitAll(func(f *flag.Flag) { f.Value = checked{f.Value, f.Name, prefix, &refused} })
-	defer fs.VisitAll(func(f *flag.Flag) { f.Value = f.Value.(checked).Value })
 	var opts []ff.Option
 	if env {
 		opts = append(opts, ff.WithEnvVarPrefix(strings.TrimSuffix(prefix, "_")))
@@ -205,47 +199,27 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	switch err := ff.Parse(fs, args, opts...); {
 	case errors.Is(err, flag.ErrHelp):
 		return flag.ErrHelp
-	case refused != nil:
-		return usageError{refused}
-	case err != nil: // without ff's "error parsing …"; the flag package quotes a bad argument whole
-		return usageError{errors.New(redact(errors.Unwrap(err).Error()))}
+	case err != nil: // ff's words without "error parsing …"; the flag package quotes a bad argument whole
+		msg := redact(errors.Unwrap(err).Error())
+		if m := badValue.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("--%s (%s): %s", m[1]+m[2], EnvName(prefix, m[1]+m[2]), msg)
+		}
+		return usageError{errors.New(msg)}
 	case fs.NArg() > 0:
 		return usageError{fmt.Errorf("unexpected argument %q (see --help)", redact(fs.Arg(0)))}
 	}
 	return nil
 }
 
-// checked records in refused the first value its flag refuses, so that
-// Parse names the flag as it is written and its variable.
-type checked struct {
-	flag.Value
-	name, prefix string
-	refused      *error
-}
-
-func (c checked) Set(s string) error {
-	err := c.Value.Set(s)
-	if err != nil && *c.refused == nil {
-		*c.refused = fmt.Errorf("--%s (%s): invalid value %q: %w", c.name, EnvName(c.prefix, c.name), s, err)
-	}
-	return err
-}
-
-func (c checked) IsBoolFlag() bool {
-	b, ok := c.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
+// badValue finds the flag in ff's and the flag package's errors of a value refused.
+var badValue = regexp.MustCompile(`for (?:flag )?-([\w-]+)|flag "([\w-]+)"`)
 
 // MarkdownTable lists fs's flags for the README: flag, variable, default, meaning.
 func MarkdownTable(fs *flag.FlagSet, prefix string) string {
 	b := "| flag | environment | default | meaning |\n|---|---|---|---|\n"
 	fs.VisitAll(func(f *flag.Flag) {
 		_, help := flag.UnquoteUsage(f)
-		def := "empty"
-		if f.DefValue != "" {
-			def = "`" + f.DefValue + "`"
-		}
-		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), def, help)
+		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), orEmpty(f.DefValue, "`"), help)
 	})
 	return b
 }
@@ -256,15 +230,19 @@ func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, usageLine, what string) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\nEvery flag can also be set by its environment variable; the flag wins.\n\nFlags:\n", usageLine, what)
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, help := flag.UnquoteUsage(f)
-		def := f.DefValue
-		if def == "" {
-			def = "empty"
-		}
-		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), def, help)
+		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), orEmpty(f.DefValue, ""), help)
 	})
 }
 
-// EnvName is the environment twin of the flag called name.
+// orEmpty is a flag's default as the help shows it, quoted by q, or "empty".
+func orEmpty(def, q string) string {
+	if def == "" {
+		return "empty"
+	}
+	return q + def + q
+}
+
+// EnvName is the environment twin of the flag called name, as ff reads it.
 func EnvName(prefix, name string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
@@ -288,7 +266,7 @@ func (s *Serve) check() error {
 		errs = append(errs, fmt.Errorf("set every downstream URL, or --downstreams-url (%s) for the rest, or none (embedded simulators); missing %s",
 			EnvName(EnvPrefix, "downstreams-url"), strings.Join(missing, ", ")))
 	}
-	errs = append(errs,
+	return first(append(errs,
 		named("addr", checkAddr(s.Addr, false)),
 		named("admin-addr", checkAddr(s.AdminAddr, true)),
 		named("downstreams-url", CheckURL(s.DownstreamsURL, webSchemes, false)),
@@ -296,18 +274,14 @@ func (s *Serve) check() error {
 		named("deadline", positive(s.Deadline)),
 		named("reserve", positive(s.Reserve)),
 		named("max-inflight", positive(s.MaxInflight)),
+		named("max-inflight", atMost(s.MaxInflight, MaxMaxInflight)),
 		named("max-event-streams", positive(s.MaxEventStreams)),
 		named("read-header-timeout", positive(s.ReadHeaderTimeout)),
 		named("shutdown-timeout", positive(s.ShutdownTimeout)),
-		named("log-level", checkChoice(s.LogLevel, logLevels...)),
 		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
 		named("trusted-proxies", checkEach(s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix)),
 		named("forward-baggage", checkEach(s.ForwardBaggage, "baggage keys", isToken)),
-		s.readAdminToken())
-	if s.MaxInflight > MaxMaxInflight {
-		errs = append(errs, named("max-inflight", fmt.Errorf("must be at most %d, got %d", MaxMaxInflight, s.MaxInflight)))
-	}
-	return firstOf(errors.Join(errs...))
+		s.readAdminToken())...)
 }
 
 // readAdminToken reads the token file, if any, and checks the token. No
@@ -364,38 +338,7 @@ func SameURL(base string) map[string]string {
 	return out
 }
 
-// SlogLevel is LogLevel as a slog.Level (info for an unknown name).
-func (s Serve) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
-
-// SlogLevel is LogLevel as a slog.Level (info for an unknown name).
-func (s Sim) SlogLevel() slog.Level { return slogLevel(s.LogLevel) }
-
-func slogLevel(name string) (l slog.Level) {
-	_ = l.UnmarshalText([]byte(name))
-	return l
-}
-
-// LogValue logs the configuration as its flags, without secrets: the admin
-// token is replaced and passwords in URLs are masked. The per-dependency
-// settings are left out (GET /admin/dependencies shows them).
-func (s Serve) LogValue() slog.Value {
-	var attrs []slog.Attr
-	ServeFlags(&s).VisitAll(func(f *flag.Flag) {
-		v := f.Value.String()
-		if strings.Contains(v, "://") {
-			v = cache.RedactURL(v)
-		} else if f.Name == "admin-token" && v != "" {
-			v = "REDACTED"
-		}
-		attrs = append(attrs, slog.String(strings.ReplaceAll(f.Name, "-", "_"), v))
-	})
-	return slog.GroupValue(attrs...)
-}
-
-var (
-	webSchemes = []string{"http", "https"}
-	logLevels  = []string{"debug", "info", "warn", "error"}
-)
+var webSchemes = []string{"http", "https"}
 
 // list is a comma-separated flag value; blanks around entries are dropped.
 type list []string
@@ -429,12 +372,14 @@ func named(name string, err error) error {
 	return fmt.Errorf("--%s (%s): %w", name, EnvName(EnvPrefix, name), err)
 }
 
-// firstOf is the first error errors.Join joined into err: start-up errors are one line.
-func firstOf(err error) error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()[0]
+// first is the first error that is not nil: start-up errors are one line.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 // usageError marks err as ErrUsage without changing its message.
@@ -450,6 +395,13 @@ func positive[T int | time.Duration](v T) error {
 	return nil
 }
 
+func atMost(v, most int) error {
+	if v > most {
+		return fmt.Errorf("must be at most %d, got %d", most, v)
+	}
+	return nil
+}
+
 // checkAddr accepts host:port with a numeric port (0: any free one), and
 // empty when optional.
 func checkAddr(s string, optional bool) error {
@@ -459,13 +411,6 @@ func checkAddr(s string, optional bool) error {
 	_, port, err := net.SplitHostPort(s)
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 		return fmt.Errorf("want host:port with a port 0..65535, got %q", s)
-	}
-	return nil
-}
-
-func checkChoice(v string, choices ...string) error {
-	if !slices.Contains(choices, v) {
-		return fmt.Errorf("want one of %s, got %q", strings.Join(choices, ", "), v)
 	}
 	return nil
 }

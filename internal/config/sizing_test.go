@@ -14,54 +14,22 @@ import (
 func TestDefaultBulkheadsFollowMaxInflight(t *testing.T) {
 	for _, m := range []int{1, 16, 64, config.DefaultMaxInflight, 5000} {
 		d := config.DefaultDependenciesFor(m)
-		if u := d.Undersized(m); len(u) != 0 {
-			t.Errorf("max-inflight %d: built-in bulkheads undersized: %v", m, u)
-		}
 		for _, name := range d.Names() {
 			dep, _ := d.Get(name)
 			want := m
 			if name == config.NameCache {
 				want = sections(d) * m // a last-good read per section, all at once
 			}
-			if dep.Bulkhead.MaxConcurrent != want || d.MinBulkhead(name, m) != want {
-				t.Errorf("max-inflight %d: %s bulkhead %d, MinBulkhead %d, want %d", m, name, dep.Bulkhead.MaxConcurrent, d.MinBulkhead(name, m), want)
+			if dep.Bulkhead.MaxConcurrent != want {
+				t.Errorf("max-inflight %d: %s bulkhead %d, want %d", m, name, dep.Bulkhead.MaxConcurrent, want)
 			}
 		}
 		if err := d.Validate(config.DefaultServe().Bounds()); err != nil {
 			t.Errorf("max-inflight %d: %v", m, err)
 		}
 	}
-	if d := config.DefaultDependencies(); len(d.Undersized(config.DefaultServe().MaxInflight)) != 0 {
+	if d := config.DefaultDependencies(); must(d, "order").Bulkhead.MaxConcurrent != config.DefaultServe().MaxInflight {
 		t.Error("DefaultDependencies does not fit DefaultServe's --max-inflight")
-	}
-}
-
-func TestUndersizedNamesEachShortBulkhead(t *testing.T) {
-	d := config.DefaultDependenciesFor(100)
-	d.Update("logistics", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent = 50 })
-	// A hedge takes a second slot beside its call: the same 100 no longer do.
-	d.Update("coupon", func(x *config.Dependency) { x.Hedge.Enabled = true })
-	cacheNeed := sections(d) * 100
-	d.Update("cache", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent = cacheNeed - 1 })
-	got := d.Undersized(100)
-	want := []config.Undersized{
-		{Dependency: "coupon", Have: 100, Need: 200, MaxInflight: 100},
-		{Dependency: "logistics", Have: 50, Need: 100, MaxInflight: 100},
-		{Dependency: "cache", Have: cacheNeed - 1, Need: cacheNeed, MaxInflight: 100},
-	}
-	if len(got) != len(want) {
-		t.Fatalf("Undersized = %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("Undersized[%d] = %+v, want %+v", i, got[i], want[i])
-		}
-	}
-	if key := got[1].Key(); key != "dependencies.logistics.bulkhead.max_concurrent" {
-		t.Errorf("Key() = %q", key)
-	}
-	if n := d.MinBulkhead("payment", 10); n != 0 {
-		t.Errorf("MinBulkhead of an unknown name = %d", n)
 	}
 }
 
@@ -80,10 +48,6 @@ func TestMaxInflightSizesBulkheadsTheFileLeavesOut(t *testing.T) {
 		if got := must(s.Dependencies, name).Bulkhead.MaxConcurrent; got != want {
 			t.Errorf("%s bulkhead = %d, want %d", name, got, want)
 		}
-	}
-	u := s.Dependencies.Undersized(s.MaxInflight)
-	if len(u) != 1 || u[0].Dependency != "coupon" || u[0].Need != 2000 {
-		t.Errorf("Undersized = %v, want coupon's 300 < 2000 alone", u)
 	}
 	// A reload runs the same code: a key removed from the file returns to
 	// the size --max-inflight gives it.
