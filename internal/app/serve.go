@@ -75,7 +75,8 @@ type serving struct {
 // setupTelemetry comes first, so it is flushed last. It reads the OTEL_*
 // variables (contract §3), as the OpenTelemetry exporters themselves do.
 func (s *serving) setupTelemetry(ctx context.Context) error {
-	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceVersion: s.env.Version, Logger: s.logger, SpanExporter: s.env.SpanExporter})
+	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceVersion: s.env.Version, Logger: s.logger, SpanExporter: s.env.SpanExporter,
+		TrustedProxies: s.cfg.TrustedProxies, ForwardBaggage: s.cfg.ForwardBaggage})
 	if err != nil {
 		return fmt.Errorf("%w: %w", config.ErrUsage, err)
 	}
@@ -126,7 +127,8 @@ func (s *serving) buildGuards(context.Context) error {
 	listener := s.tel.Listener(s.logger)
 	for _, name := range s.cfg.Dependencies.Names() {
 		d, _ := s.cfg.Dependencies.Get(name)
-		g, err := resilience.New(name, d.Config, resilience.WithListener(listener), resilience.WithCallsEnd(s.cfg.Deadline-s.cfg.Reserve))
+		g, err := resilience.New(name, d.Config, resilience.WithListener(listener),
+			resilience.WithTracerProvider(s.tel.TracerProvider()), resilience.WithCallsEnd(s.cfg.Deadline-s.cfg.Reserve))
 		if err != nil {
 			return err
 		}

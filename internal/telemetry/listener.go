@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -15,13 +14,10 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Span attribute keys set on dependency and fallback spans.
+// Span attributes this package sets (the guards set orderagg.dependency
+// and orderagg.event on their own spans).
 const (
 	attrSpanDependency = attribute.Key("orderagg.dependency")
-	attrSpanEvent      = attribute.Key("orderagg.event")
-	attrSpanAttempt    = attribute.Key("orderagg.attempt")
-	attrSpanHedge      = attribute.Key("orderagg.hedge")
-	attrSpanProbe      = attribute.Key("orderagg.probe")
 	attrSpanOutcome    = attribute.Key("orderagg.cache.outcome")
 	attrSpanDegraded   = attribute.Key("orderagg.degraded")
 	attrSpanRequestID  = attribute.Key("orderagg.request_id")
@@ -29,20 +25,16 @@ const (
 )
 
 // Listener returns the resilience.Listener to give every guard (one is
-// enough for all of them). For each event it
-//
-//   - counts it in orderagg_dependency_events_total{dependency,event}, a
-//     physical attempt's duration in orderagg_dependency_attempt_duration_seconds,
-//     a logical call in orderagg_dependency_calls_total, a retry or hedge in
-//     their own counters;
-//   - when traces are on, records the call's spans (see nest.go);
-//   - logs each fallback at WARN, at most one line per dependency per
-//     Config.LogInterval, the next line carrying how many were suppressed,
-//     and naming the latest failed event of that dependency as the cause.
-//
-// Breaker transitions are counted in orderagg_breaker_transitions_total and
-// logged: WARN when the breaker opens or is forced, INFO when it closes or
-// probes. logger nil means Config.Logger.
+// enough for all of them). It counts each event in
+// orderagg_dependency_events_total{dependency,event}, a physical attempt's
+// duration in orderagg_dependency_attempt_duration_seconds, a logical call,
+// a retry or a hedge in their own counters, and a breaker transition or an
+// adaptive sub-budget's move in theirs. It logs each fallback at WARN, at
+// most one line per dependency per Config.LogInterval, the next line
+// carrying how many were suppressed and naming the latest failed event of
+// that dependency as the cause; a breaker transition at WARN when it opens
+// or is forced and INFO otherwise; a sub-budget's move at INFO. logger nil
+// means Config.Logger.
 func (t *Telemetry) Listener(logger *slog.Logger) resilience.Listener {
 	if logger == nil {
 		logger = t.cfg.Logger
@@ -83,46 +75,37 @@ func (l *listener) fallbackLog(dep string) *fallbackLog {
 
 func (l *listener) OnEvent(ctx context.Context, e resilience.Event) {
 	in := &l.t.inst
-	name := e.Name()
-	dep := dependency(e.Dependency)
-	ev := with(dep, attribute.String(attrEvent, name))
+	dep := with(dependency(e.Dependency))
+	ev := with(dependency(e.Dependency), attribute.String(attrEvent, e.Name()))
 	in.events.Add(ctx, 1, ev)
 	switch {
 	case e.Fallback:
+		l.logFallback(ctx, e)
+		return
 	case e.Attempt == 0:
-		in.calls.Add(ctx, 1, with(dep)) // refused: a call that never reached the dependency
+		in.calls.Add(ctx, 1, dep) // refused: a call that never reached the dependency
 	default:
 		in.attempt.Record(ctx, e.Duration.Seconds(), ev)
 		switch {
 		case e.Hedge:
-			in.hedges.Add(ctx, 1, with(dep))
+			in.hedges.Add(ctx, 1, dep)
 		case e.Attempt == 1:
-			in.calls.Add(ctx, 1, with(dep))
+			in.calls.Add(ctx, 1, dep)
 		default:
-			in.retries.Add(ctx, 1, with(dep))
+			in.retries.Add(ctx, 1, dep)
 		}
 	}
-	if l.t.tracing {
-		d := depInfo(e.Dependency)
-		if rt := reqTraceFrom(ctx); rt == nil || !rt.onEvent(ctx, d, name, e) {
-			l.span(ctx, d, name, e)
-		}
-	}
-	switch {
-	case e.Fallback:
-		l.logFallback(ctx, e)
-	case isCause(ctx, e):
+	if isCause(ctx, e) {
 		l.mu.Lock()
 		f := l.fallbackLog(e.Dependency)
-		f.cause, f.causeErr = name, e.Err
+		f.cause, f.causeErr = e.Name(), e.Err
 		l.mu.Unlock()
 	}
 }
 
 // isCause reports whether e may be why a fallback follows: the dependency
-// failed, was too slow or was not called. A deadline event counts only when
-// the caller's context really ended; otherwise it is the losing attempt of a
-// hedge, cancelled because the other one answered.
+// failed, was too slow or was not called. A deadline counts only when the
+// caller's context really ended; otherwise it is a hedge's losing attempt.
 func isCause(ctx context.Context, e resilience.Event) bool {
 	switch e.Kind {
 	case resilience.KindFailure, resilience.KindTimeout, resilience.KindShortCircuited, resilience.KindRejected:
@@ -131,46 +114,6 @@ func isCause(ctx context.Context, e resilience.Event) bool {
 		return ctx.Err() != nil || e.Attempt == 0
 	}
 	return false
-}
-
-// spanIsError: the events after which the caller has no live answer through
-// no fault of its own. bad_request (the dependency said "no such thing") and
-// deadline (the caller ran out of time, or a hedge lost) are not errors of
-// the dependency call.
-func spanIsError(e resilience.Event) bool {
-	if e.Fallback {
-		return e.Kind != resilience.KindSuccess
-	}
-	switch e.Kind {
-	case resilience.KindFailure, resilience.KindTimeout, resilience.KindShortCircuited, resilience.KindRejected:
-		return true
-	}
-	return false
-}
-
-func (l *listener) span(ctx context.Context, d *depAttrs, name string, e resilience.Event) {
-	spanName := d.spanName
-	if e.Fallback {
-		spanName = d.fallbackName
-	}
-	_, sp := l.t.tracer.Start(ctx, spanName,
-		trace.WithTimestamp(e.Start),
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(
-			d.spanDep,
-			attrSpanEvent.String(name),
-			attrSpanAttempt.Int(e.Attempt),
-			attrSpanHedge.Bool(e.Hedge),
-			attrSpanProbe.Bool(e.Probe),
-		))
-	end := e.Start.Add(e.Duration)
-	if e.Err != nil {
-		sp.RecordError(e.Err, trace.WithTimestamp(end))
-	}
-	if spanIsError(e) {
-		sp.SetStatus(codes.Error, name)
-	}
-	sp.End(trace.WithTimestamp(end))
 }
 
 func (l *listener) logFallback(ctx context.Context, e resilience.Event) {
@@ -182,11 +125,7 @@ func (l *listener) logFallback(ctx context.Context, e resilience.Event) {
 	if !ok {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 6)
-	attrs = append(attrs,
-		slog.String("dependency", e.Dependency),
-		slog.String("event", e.Name()),
-	)
+	attrs := []slog.Attr{slog.String("dependency", e.Dependency), slog.String("event", e.Name())}
 	if cause != "" {
 		attrs = append(attrs, slog.String("cause", cause))
 	}
@@ -208,18 +147,17 @@ func (l *listener) OnStateChange(c resilience.StateChange) {
 	case resilience.StateOpen, resilience.StateForcedOpen, resilience.StateForcedClosed:
 		level = slog.LevelWarn
 	}
-	l.log.LogAttrs(ctx, level, "circuit breaker "+c.To.String(),
-		slog.String("dependency", c.Dependency),
-		slog.String("from", c.From.String()),
-		slog.String("to", c.To.String()),
-		slog.Time("at", c.At),
-	)
+	l.log.LogAttrs(ctx, level, "circuit breaker "+c.To.String(), slog.String("dependency", c.Dependency),
+		slog.String("from", c.From.String()), slog.String("to", c.To.String()), slog.Time("at", c.At))
+}
+
+func transitionAttrs(c resilience.StateChange) metric.MeasurementOption {
+	return with(dependency(c.Dependency), attribute.String("from", c.From.String()), attribute.String("to", c.To.String()))
 }
 
 // OnTimeoutChange counts an adaptive sub-budget's move in
-// orderagg_dependency_timeout_changes_total and logs it at INFO. The guard
-// moves it at most once a second and only past a dead band, so the log
-// needs no limiter of its own: a steady dependency writes nothing.
+// orderagg_dependency_timeout_changes_total and logs it at INFO; the guard
+// moves it at most once a second, so the log needs no limiter.
 func (l *listener) OnTimeoutChange(c resilience.TimeoutChange) {
 	ctx := context.Background()
 	dir := "up"
@@ -227,25 +165,16 @@ func (l *listener) OnTimeoutChange(c resilience.TimeoutChange) {
 		dir = "down"
 	}
 	l.t.inst.timeoutChanges.Add(ctx, 1, with(dependency(c.Dependency), attribute.String("direction", dir)))
-	l.log.LogAttrs(ctx, slog.LevelInfo, "adaptive timeout "+dir,
-		slog.String("dependency", c.Dependency),
-		slog.Duration("from", c.From),
-		slog.Duration("to", c.To),
-		slog.Duration("recommended", c.Recommended),
-		slog.Int64("successes", c.Successes),
-		slog.Time("at", c.At),
-	)
+	l.log.LogAttrs(ctx, slog.LevelInfo, "adaptive timeout "+dir, slog.String("dependency", c.Dependency),
+		slog.Duration("from", c.From), slog.Duration("to", c.To), slog.Duration("recommended", c.Recommended),
+		slog.Int64("successes", c.Successes), slog.Time("at", c.At))
 }
 
-func transitionAttrs(c resilience.StateChange) metric.MeasurementOption {
-	return with(dependency(c.Dependency), attribute.String("from", c.From.String()), attribute.String("to", c.To.String()))
-}
-
-// Observer returns the orderdetail.Observer that counts last-good lookups:
-// a hit as orderagg_dependency_events_total{event="cache_hit"}, a miss as
-// {event="cache_miss", reason=absent|stale|corrupt|error}, by the dependency
-// whose answer was looked up. With traces on, the lookup is also an event
-// ("cache lookup") on the span in ctx.
+// Observer returns the orderdetail.Observer that counts last-good lookups
+// by the dependency whose answer was looked up: a hit as
+// orderagg_dependency_events_total{event="cache_hit"}, a miss as
+// {event="cache_miss", reason=absent|stale|corrupt|error}. The lookup is
+// also a "cache lookup" event on the span in ctx (the fallback's).
 func (t *Telemetry) Observer() orderdetail.Observer { return observer{t} }
 
 type observer struct{ t *Telemetry }
@@ -256,18 +185,13 @@ func (o observer) CacheLookup(ctx context.Context, dep, outcome string) {
 		attrs = with(dependency(dep), attribute.String(attrEvent, EventCacheMiss), attribute.String(attrReason, outcome))
 	}
 	o.t.inst.events.Add(ctx, 1, attrs)
-	if o.t.tracing {
-		if rt := reqTraceFrom(ctx); rt == nil || !rt.cacheOutcome(ctx, dep, outcome) {
-			trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(attrSpanDependency.String(dep), attrSpanOutcome.String(outcome)))
-		}
-	}
+	trace.SpanFromContext(ctx).AddEvent("cache lookup", trace.WithAttributes(attrSpanDependency.String(dep), attrSpanOutcome.String(outcome)))
 }
 
 // limiter lets one thing through per interval and counts what it held back.
 type limiter struct {
-	now   func() time.Time
-	every time.Duration
-
+	now        func() time.Time
+	every      time.Duration
 	mu         sync.Mutex
 	last       time.Time
 	started    bool
@@ -279,7 +203,7 @@ func newLimiter(now func() time.Time, every time.Duration) *limiter {
 }
 
 // allow reports whether to go ahead and, if so, how many were held back
-// since the last time it did.
+// since it last did.
 func (l *limiter) allow() (bool, int64) {
 	now := l.now()
 	l.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -89,7 +90,7 @@ func TestExporterChoice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := tel.Exporter(); got != c.want {
+			if got := tel.exporter; got != c.want {
 				t.Errorf("exporter %q, want %q", got, c.want)
 			}
 			if got := tel.tracing; got != (c.want != ExporterNone) {
@@ -181,7 +182,11 @@ func TestServiceNameDefault(t *testing.T) {
 		{Config{ServiceName: "agg"}, []string{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs", "OTEL_SERVICE_NAME", "from-name"}, "from-name"},
 	} {
 		setEnv(t, c.env...)
-		res, err := newResource(context.Background(), c.cfg.withDefaults())
+		cfg := c.cfg
+		if cfg.ServiceName == "" {
+			cfg.ServiceName = "orderagg"
+		}
+		res, err := newResource(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,8 +279,8 @@ func TestOTLPProtocols(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tel.Exporter() != ExporterOTLP {
-				t.Fatalf("exporter %q, want otlp", tel.Exporter())
+			if tel.exporter != ExporterOTLP {
+				t.Fatalf("exporter %q, want otlp", tel.exporter)
 			}
 			_, sp := tel.TracerProvider().Tracer("test").Start(context.Background(), "over-"+protocol)
 			sp.End()
@@ -325,8 +330,8 @@ func TestOTLPShutdownFlushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tel.Exporter() != ExporterOTLP {
-		t.Fatalf("exporter %q, want otlp", tel.Exporter())
+	if tel.exporter != ExporterOTLP {
+		t.Fatalf("exporter %q, want otlp", tel.exporter)
 	}
 	_, sp := tel.TracerProvider().Tracer("test").Start(context.Background(), "flushed-at-shutdown")
 	sp.End()
@@ -342,15 +347,22 @@ func TestOTLPShutdownFlushes(t *testing.T) {
 	}
 }
 
+// TestOTelErrorsRateLimited: OpenTelemetry's own errors (an unreachable
+// collector) are logged at most once per interval, the next line saying
+// how many were held back.
 func TestOTelErrorsRateLimited(t *testing.T) {
 	var logs lockedBuffer
 	clk := newFakeNow()
-	h := newErrorLogger(Config{Logger: slogJSON(&logs), Now: clk.Now, LogInterval: 10}.withDefaults())
+	tel, err := Setup(context.Background(), Config{Logger: slogJSON(&logs), Now: clk.Now, LogInterval: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	for range 3 {
-		h.Handle(errors.New("export failed"))
+		otel.Handle(errors.New("export failed"))
 	}
 	clk.Advance(10)
-	h.Handle(errors.New("export failed again"))
+	otel.Handle(errors.New("export failed again"))
 	lines := logs.jsonLines(t)
 	if len(lines) != 2 || lines[0]["error"] != "export failed" || lines[1]["suppressed"] != 2.0 {
 		t.Errorf("lines %v", lines)

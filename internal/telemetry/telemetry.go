@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
-	"net/textproto"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -31,313 +33,222 @@ import (
 // scopeName is the instrumentation scope of everything this package records.
 const scopeName = "github.com/orderagg/orderagg/internal/telemetry"
 
-// DefaultServiceName is service.name when neither Config.ServiceName nor the
-// environment names the service.
-const DefaultServiceName = "orderagg"
-
-// Environment variables Setup looks at itself; the exporters and the SDK
-// read the rest of OTEL_* on their own.
-const (
-	envTracesExporter   = "OTEL_TRACES_EXPORTER"
-	envEndpoint         = "OTEL_EXPORTER_OTLP_ENDPOINT"
-	envTracesEndpoint   = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-	envProtocol         = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	envTracesProtocol   = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	envResourceAttrs    = "OTEL_RESOURCE_ATTRIBUTES"
-	envBSPScheduleDelay = "OTEL_BSP_SCHEDULE_DELAY"
-)
-
-// Exporter names accepted in OTEL_TRACES_EXPORTER.
+// Exporter names of OTEL_TRACES_EXPORTER.
 const (
 	ExporterOTLP    = "otlp"
 	ExporterConsole = "console"
 	ExporterNone    = "none"
 )
 
-// consoleBatchDelay is how soon the console exporter shows a finished span.
-// The SDK's 5s default suits a collector, but someone reading standard output
-// wants to see the request they just made; batching is kept so that a slow or
-// blocked stdout never stalls a request.
-const consoleBatchDelay = time.Second
-
 // Config sets up telemetry. The zero value is valid: traces follow the
 // process environment (off unless an OTLP endpoint is set), logs go to
-// slog.Default.
+// slog.Default, X-Forwarded-For is ignored and no baggage is forwarded.
 type Config struct {
 	// ServiceName is service.name unless OTEL_SERVICE_NAME or
-	// service.name in OTEL_RESOURCE_ATTRIBUTES says otherwise (the standard
-	// precedence). Empty means DefaultServiceName.
+	// OTEL_RESOURCE_ATTRIBUTES say otherwise; empty means "orderagg".
 	ServiceName string
 	// ServiceVersion is service.version; empty leaves it out.
 	ServiceVersion string
-	// Logger receives OpenTelemetry's own errors (an unreachable collector,
-	// for example), at most one line per LogInterval. Default slog.Default().
+	// Logger receives the fallback and breaker lines and OpenTelemetry's
+	// own errors. Default slog.Default().
 	Logger *slog.Logger
 	// LogInterval is the least time between two fallback lines of one
 	// dependency, and between two telemetry error lines. Default 1s.
 	LogInterval time.Duration
-	// Now is the clock of the log rate limiter. Default time.Now; tests
-	// inject one so they need no sleeps.
+	// Now is the clock of those limits. Default time.Now.
 	Now func() time.Time
-	// SpanExporter, when set, receives every span synchronously as it ends,
-	// and OTEL_TRACES_EXPORTER is ignored. It exists for tests (for example
-	// tracetest.NewInMemoryExporter) and is shut down by Shutdown.
+	// SpanExporter, when set, receives every span as it ends, in place of
+	// the exporter OTEL_TRACES_EXPORTER names; Shutdown shuts it down.
 	SpanExporter sdktrace.SpanExporter
+	// TrustedProxies are the addresses or CIDR prefixes (--trusted-proxies)
+	// whose X-Forwarded-For gives a request's client.address; any other
+	// peer is the client itself.
+	TrustedProxies []string
+	// ForwardBaggage are the baggage keys (--forward-baggage) taken from a
+	// caller's baggage header and passed on to the downstreams; the rest is
+	// dropped. The W3C traceparent always passes.
+	ForwardBaggage []string
 }
 
-func (c Config) withDefaults() Config {
-	if c.ServiceName == "" {
-		c.ServiceName = DefaultServiceName
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.LogInterval <= 0 {
-		c.LogInterval = time.Second
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	return c
-}
-
-// Telemetry owns the tracer and meter providers and the instruments. Build it
-// once with Setup, share it, and Shutdown it last. It is safe for concurrent
-// use.
+// Telemetry owns the tracer and meter providers and the instruments. Build
+// it once with Setup and Shutdown it last; it is safe for concurrent use.
 type Telemetry struct {
 	cfg      Config
-	exporter string // the chosen OTEL_TRACES_EXPORTER value, or "test"
+	exporter string // OTEL_TRACES_EXPORTER's choice, or "test"
+	tp       trace.TracerProvider
+	sdkTP    *sdktrace.TracerProvider // nil when traces are off
+	tracer   trace.Tracer
+	tracing  bool // spans are recorded
+	mp       *sdkmetric.MeterProvider
+	meter    metric.Meter
+	handler  http.Handler
+	inst     instruments
+	clientIP echo.IPExtractor
 
-	tp      trace.TracerProvider
-	sdkTP   *sdktrace.TracerProvider // nil when traces are off
-	tracer  trace.Tracer
-	tracing bool // spans are recorded somewhere; when false, skip building them
-
-	prop propagation.TextMapPropagator
-	// propFields are the headers prop reads, listed once and canonical: the
-	// composite propagator builds a new map and slice on every Fields call,
-	// and Header.Get allocates to canonicalise "traceparent".
-	propFields []string
-	mp         *sdkmetric.MeterProvider
-	meter      metric.Meter
-	registry   *prometheus.Registry
-	handler    http.Handler
-
-	inst instruments
-
-	shutdownOnce sync.Once
-	shutdownErr  error
+	once        sync.Once
+	shutdownErr error
 }
 
 // Setup builds telemetry from cfg and the standard OTEL_* environment
-// (contract §3) and installs the W3C tracecontext and baggage propagator and
-// the tracer provider as OpenTelemetry's globals, so that libraries which use
-// the globals join the same traces.
-//
-// The exporter comes from contrib's autoexport: OTEL_TRACES_EXPORTER is otlp
-// (OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf, the default, or grpc), console
-// (one JSON object per finished span on standard output) or none. Unset, it
-// is otlp when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-// is set and none otherwise (autoexport alone would default to otlp, which
-// the contract does not want). The resource comes from
-// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME over Config's defaults.
-// With traces off the tracer provider is a no-op and the per-event span work
-// is skipped, so the cost is a few atomic loads. An unknown exporter or
-// protocol or a malformed OTEL_RESOURCE_ATTRIBUTES is an error naming the
-// variable: the process should refuse to start rather than run blind.
-//
-// Metrics are always on and served by MetricsHandler. Call Shutdown to flush.
+// (contract §3) and installs its tracer provider and the W3C tracecontext
+// and baggage propagator as OpenTelemetry's globals. autoexport picks the
+// span exporter from OTEL_TRACES_EXPORTER (otlp, console, none) and
+// OTEL_EXPORTER_OTLP_PROTOCOL; unset, it is otlp when an OTLP endpoint is
+// set and none otherwise. An unknown exporter or protocol, a malformed
+// OTEL_RESOURCE_ATTRIBUTES or a bad trusted proxy is an error naming it, so
+// that a typo stops the process rather than switching tracing off.
 func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
-	cfg = cfg.withDefaults()
+	if cfg.ServiceName == "" {
+		cfg.ServiceName = "orderagg"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.LogInterval <= 0 {
+		cfg.LogInterval = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	t := &Telemetry{cfg: cfg}
+	var err error
+	if t.clientIP, err = clientIP(cfg.TrustedProxies); err != nil {
+		return nil, err
+	}
 	res, err := newResource(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := &Telemetry{
-		cfg:  cfg,
-		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
-	}
-	for _, f := range t.prop.Fields() {
-		t.propFields = append(t.propFields, textproto.CanonicalMIMEHeaderKey(f))
-	}
-
-	// Metrics first: nothing in them can fail for reasons of configuration,
-	// and building them before the span exporter means an error below has
-	// only the tracer provider to undo.
-	t.registry = prometheus.NewRegistry()
-	t.registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	promExp, err := otelprom.New(
-		otelprom.WithRegisterer(t.registry),
-		// Scope labels would be the same on every orderagg_ series; they
-		// only lengthen queries.
-		otelprom.WithoutScopeInfo(),
-	)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promExp, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp),
-		sdkmetric.WithView(secondsViews...))
+	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp), sdkmetric.WithView(redisotelViews...))
 	t.meter = t.mp.Meter(scopeName)
 	if t.inst, err = newInstruments(t.meter); err != nil {
 		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
 	t.inst.zeroProcess()
-	t.handler = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{
-		// A failing collector should cost its own series, not the scrape.
-		ErrorHandling: promhttp.ContinueOnError,
-		// Lets a Prometheus that asks for OpenMetrics get exemplars, which
-		// link a latency bucket to a trace id.
-		EnableOpenMetrics: true,
-	})
+	// ContinueOnError: a failing collector costs its own series, not the
+	// scrape. OpenMetrics: a scraper that asks for it gets exemplars.
+	t.handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 
-	var sp sdktrace.SpanProcessor
-	switch {
-	case cfg.SpanExporter != nil:
-		t.exporter = "test"
-		sp = sdktrace.NewSimpleSpanProcessor(cfg.SpanExporter)
-	default:
-		name, exp, err := newSpanExporter(ctx)
-		if err != nil {
-			return nil, errors.Join(err, t.mp.Shutdown(ctx))
-		}
-		t.exporter = name
-		if exp != nil {
-			var opts []sdktrace.BatchSpanProcessorOption
-			if name == ExporterConsole && os.Getenv(envBSPScheduleDelay) == "" {
-				opts = append(opts, sdktrace.WithBatchTimeout(consoleBatchDelay))
-			}
-			sp = sdktrace.NewBatchSpanProcessor(exp, opts...)
-		}
+	sp, err := t.spanProcessor(ctx)
+	if err != nil {
+		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
+	t.tp = noop.NewTracerProvider()
 	if sp != nil {
 		t.sdkTP = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp))
 		t.tp, t.tracing = t.sdkTP, true
-	} else {
-		t.tp = noop.NewTracerProvider()
 	}
 	t.tracer = t.tp.Tracer(scopeName)
-
-	otel.SetTextMapPropagator(t.prop)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetTracerProvider(t.tp)
-	otel.SetErrorHandler(newErrorLogger(cfg))
+	lim := newLimiter(cfg.Now, cfg.LogInterval)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		if ok, suppressed := lim.allow(); ok {
+			cfg.Logger.Warn("telemetry error", "error", err.Error(), "suppressed", suppressed)
+		}
+	}))
 	return t, nil
 }
 
-// newSpanExporter lets autoexport pick the exporter named by
-// OTEL_TRACES_EXPORTER; a nil exporter means traces are off.
-func newSpanExporter(ctx context.Context) (string, sdktrace.SpanExporter, error) {
-	name := os.Getenv(envTracesExporter)
+// spanProcessor is Config.SpanExporter's, synchronous, or a batch one over
+// the exporter autoexport picks; nil when traces are off.
+func (t *Telemetry) spanProcessor(ctx context.Context) (sdktrace.SpanProcessor, error) {
+	if t.cfg.SpanExporter != nil {
+		t.exporter = "test"
+		return sdktrace.NewSimpleSpanProcessor(t.cfg.SpanExporter), nil
+	}
+	t.exporter = os.Getenv("OTEL_TRACES_EXPORTER")
 	exp, err := autoexport.NewSpanExporter(ctx, autoexport.WithFallbackSpanExporter(
 		func(ctx context.Context) (sdktrace.SpanExporter, error) {
-			// Unset: the contract's default is none unless an endpoint
-			// says where spans should go.
-			if os.Getenv(envEndpoint) == "" && os.Getenv(envTracesEndpoint) == "" {
-				name = ExporterNone
-				return nil, nil
+			if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+				return nil, nil // the contract's default: none without an endpoint
 			}
-			name = ExporterOTLP
-			return autoexport.NewSpanExporter(ctx) // unset means otlp to autoexport
+			t.exporter = ExporterOTLP
+			return autoexport.NewSpanExporter(ctx)
 		}))
 	if err != nil {
-		return "", nil, fmt.Errorf("telemetry: %s=%q (%s=%q, %s=%q): %w", envTracesExporter, name,
-			envProtocol, os.Getenv(envProtocol), envTracesProtocol, os.Getenv(envTracesProtocol), err)
+		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q (OTEL_EXPORTER_OTLP_PROTOCOL=%q, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%q): %w",
+			t.exporter, os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
 	}
 	if exp == nil || autoexport.IsNoneSpanExporter(exp) {
-		return ExporterNone, nil, nil
+		t.exporter = ExporterNone
+		return nil, nil
 	}
-	return name, exp, nil
+	var opts []sdktrace.BatchSpanProcessorOption
+	if t.exporter == ExporterConsole && os.Getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+		// Someone reading standard output wants the request they just made.
+		opts = append(opts, sdktrace.WithBatchTimeout(time.Second))
+	}
+	return sdktrace.NewBatchSpanProcessor(exp, opts...), nil
 }
 
 // newResource describes this process. Precedence, lowest first:
-// Config.ServiceName, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME — the
-// standard order, which resource.WithFromEnv implements.
+// Config.ServiceName, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME.
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	// The environment on its own first: the SDK keeps what it can of a
-	// malformed value and reports the rest, but a typo in a deployment
-	// should stop it, not silently drop a label.
+	// malformed value, but a typo in a deployment should stop it.
 	fromEnv, err := resource.New(ctx, resource.WithFromEnv())
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: %s: %w", envResourceAttrs, err)
+		return nil, fmt.Errorf("telemetry: OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
 	attrs := []attribute.KeyValue{semconv.ServiceName(cfg.ServiceName)}
 	if cfg.ServiceVersion != "" {
 		attrs = append(attrs, semconv.ServiceVersion(cfg.ServiceVersion))
 	}
-	base, err := resource.New(ctx,
-		resource.WithTelemetrySDK(),
-		resource.WithHost(),
-		resource.WithAttributes(attrs...),
-	)
+	base, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(attrs...))
+	if err == nil {
+		base, err = resource.Merge(base, fromEnv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	res, err := resource.Merge(base, fromEnv) // the second wins
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
-	}
-	return res, nil
+	return base, nil
 }
 
-// Exporter reports the trace exporter in use: otlp, console, none, or test
-// when Config.SpanExporter was given. main logs it at start-up.
-func (t *Telemetry) Exporter() string { return t.exporter }
+// clientIP reads a request's client address: the peer's, or, when the
+// peer is a trusted proxy, the nearest untrusted hop of X-Forwarded-For.
+func clientIP(trusted []string) (echo.IPExtractor, error) {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect(), nil
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, s := range trusted {
+		p, err := netip.ParsePrefix(s)
+		if a, aerr := netip.ParseAddr(s); aerr == nil {
+			p, err = a.Prefix(a.BitLen())
+		}
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: trusted proxy %q: want an IP address or CIDR prefix", s)
+		}
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...), nil
+}
 
-// TracerProvider is the provider spans are made with: the SDK's when traces
-// are on, a no-op one otherwise.
+// TracerProvider is the provider of every span: the SDK's when traces are
+// on, a no-op one otherwise. Give it to resilience.WithTracerProvider.
 func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tp }
 
-// Propagator is the W3C tracecontext and baggage propagator Setup installed.
-func (t *Telemetry) Propagator() propagation.TextMapPropagator { return t.prop }
-
 // MetricsHandler serves GET /metrics: the OpenTelemetry metrics in the
-// Prometheus text format (OpenMetrics when the scraper asks for it), plus the
-// Go runtime (go_goroutines, go_memstats_*) and process (process_*)
-// collectors. It uses its own registry, so nothing registered globally by a
-// library leaks in.
+// Prometheus text format (OpenMetrics when asked), plus the Go runtime and
+// process collectors, from a registry of its own.
 func (t *Telemetry) MetricsHandler() http.Handler { return t.handler }
 
-// Shutdown flushes spans still queued to their exporter and stops the
-// providers. It is bounded by ctx, safe to call more than once (later calls
-// return the first result), and should run after the HTTP server has
-// drained, so the last requests' spans are not lost. Metrics are pulled by
-// Prometheus, so nothing of theirs is pending.
+// Shutdown flushes the spans still queued and stops the providers, within
+// ctx. Call it after the HTTP servers drained; later calls return the
+// first one's result.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
-	t.shutdownOnce.Do(func() {
-		var errs []error
+	t.once.Do(func() {
 		if t.sdkTP != nil {
-			if err := t.sdkTP.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("telemetry: traces: %w", err))
-			}
+			t.shutdownErr = t.sdkTP.Shutdown(ctx)
 		}
-		if err := t.mp.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("telemetry: metrics: %w", err))
-		}
-		t.shutdownErr = errors.Join(errs...)
+		t.shutdownErr = errors.Join(t.shutdownErr, t.mp.Shutdown(ctx))
 	})
 	return t.shutdownErr
-}
-
-// errorLogger routes OpenTelemetry's internal errors (export failures, for
-// the most part) to the structured log, at most one line per interval: a
-// collector that is down for an hour should cost a few hundred lines, not
-// one per batch.
-type errorLogger struct {
-	log *slog.Logger
-	lim *limiter
-}
-
-func newErrorLogger(cfg Config) otel.ErrorHandler {
-	return &errorLogger{log: cfg.Logger, lim: newLimiter(cfg.Now, cfg.LogInterval)}
-}
-
-func (e *errorLogger) Handle(err error) {
-	ok, suppressed := e.lim.allow()
-	if !ok {
-		return
-	}
-	e.log.LogAttrs(context.Background(), slog.LevelWarn, "telemetry error",
-		slog.String("error", err.Error()), slog.Int64("suppressed", suppressed))
 }
