@@ -59,8 +59,8 @@ func (r *redisBackend) pipeline(ctx context.Context, batch []writeReq, limit int
 	keys := make([]string, len(batch))
 	cmds := make([]*redis.Cmd, len(batch))
 	args := func(req writeReq) []any {
-		ttlMS := (req.ttl + time.Millisecond - 1) / time.Millisecond
-		return []any{valueVersion, req.e.AsOf.UnixMicro(), req.e.Payload, int64(ttlMS), limit}
+		ttlMillis := int64((req.ttl + time.Millisecond - 1) / time.Millisecond) // rounded up
+		return []any{valueVersion, req.e.AsOf.UnixMicro(), req.e.Payload, ttlMillis, limit}
 	}
 	_, perr := r.client.Pipelined(withOrigins(ctx, batch), func(p redis.Pipeliner) error {
 		for i, req := range batch {

@@ -198,7 +198,7 @@ func TestRequestTrace(t *testing.T) {
 			for _, kv := range ev.Attributes {
 				m[kv.Key] = kv.Value
 			}
-			attempts = append(attempts, m["orderagg.attempt"].Emit()+" "+m["orderagg.event"].Emit())
+			attempts = append(attempts, m["orderagg.attempt"].String()+" "+m["orderagg.event"].String())
 		}
 	}
 	if !slices.Equal(attempts, []string{"1 failure", "2 success"}) {
