@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -41,7 +40,7 @@ var forces = map[string]resilience.Force{"open": resilience.ForceOpen, "closed":
 
 // NewAdmin builds the admin API's router. Every request needs
 // "Authorization: Bearer <token>", else 401; g, when set, checks Host and
-// Origin first.
+// Origin first. A body over maxAdminBody is refused with 413.
 func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *echo.Echo {
 	e := newEcho(logger, g)
 	e.Use(bearer(token), middleware.BodyLimit(maxAdminBody))
@@ -49,7 +48,7 @@ func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *ech
 		return c.JSON(http.StatusOK, map[string]any{"dependencies": ctl.Settings()})
 	})
 	e.PATCH("/admin/dependencies/:dep", func(c echo.Context) error {
-		body, err := readBody(c)
+		body, err := io.ReadAll(c.Request().Body) // past the limit, BodyLimit's 413
 		if err != nil {
 			return err
 		}
@@ -60,26 +59,20 @@ func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *ech
 		return c.JSON(http.StatusOK, map[string]any{"name": c.Param("dep"), "settings": after})
 	})
 	e.POST("/admin/dependencies/:dep/breaker", func(c echo.Context) error {
-		body, err := readBody(c)
-		if err != nil {
-			return err
-		}
 		var req struct {
-			Force *string `json:"force"`
+			Force string `json:"force"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(body))
+		dec := json.NewDecoder(c.Request().Body)
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || req.Force == nil || dec.More() {
+		err := dec.Decode(&req)
+		f, ok := forces[req.Force]
+		if err != nil || !ok || dec.More() {
 			return badRequest(`body must be {"force":"open"|"closed"|"none"}`)
-		}
-		f, ok := forces[*req.Force]
-		if !ok {
-			return badRequest(`force must be "open", "closed" or "none"`)
 		}
 		if err := ctl.ForceBreaker(c.Param("dep"), f); err != nil {
 			return controlError(c.Param("dep"), err)
 		}
-		return c.JSON(http.StatusOK, map[string]string{"name": c.Param("dep"), "force": *req.Force})
+		return c.JSON(http.StatusOK, map[string]string{"name": c.Param("dep"), "force": req.Force})
 	})
 	return e
 }
@@ -104,25 +97,13 @@ func bearer(token string) echo.MiddlewareFunc {
 	})
 }
 
+// controlError is a Control's error as the answer: 404 for an unknown
+// dependency, else 400.
 func controlError(dep string, err error) error {
 	if errors.Is(err, ErrUnknownDependency) {
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "unknown dependency " + strconv.Quote(dep)}
 	}
 	return badRequest(err.Error())
-}
-
-// readBody reads the body, which middleware.BodyLimit holds to
-// maxAdminBody: beyond it the read fails with its 413.
-func readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(c.Request().Body)
-	var tooLarge *echo.HTTPError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, &APIError{Status: tooLarge.Code, Code: CodeTooLarge, Message: "body over " + maxAdminBody + "B"}
-	case err != nil:
-		return nil, badRequest("reading body: " + err.Error())
-	}
-	return body, nil
 }
 
 func badRequest(msg string) error {

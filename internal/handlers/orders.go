@@ -1,11 +1,13 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,20 +22,10 @@ type Pager interface {
 }
 
 // ValidOrderID reports whether id may be looked up: it matches
-// ^[A-Za-z0-9_-]{1,64}$ (FuzzValidOrderID holds the two equal).
-func ValidOrderID(id string) bool {
-	if len(id) < 1 || len(id) > 64 {
-		return false
-	}
-	for i := range len(id) {
-		switch c := id[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// ^[A-Za-z0-9_-]{1,64}$.
+func ValidOrderID(id string) bool { return orderID.MatchString(id) }
+
+var orderID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // orders serves GET /v1/orders/{id}.
 type orders struct{ Options }
@@ -84,37 +76,87 @@ func (h *orders) get(c echo.Context) error {
 	return c.JSONBlob(http.StatusOK, body)
 }
 
-// encodePage is the contract's page document: order_id and degraded, then
-// one object per section under its name, holding source, degraded, reason
-// and as_of beside its body's fields, or beside its body under BodyKey when
-// that is set ("data" for the order).
+// encodePage is the contract's page document, its keys in a reader's
+// order: order_id, degraded, then each section under its name in page
+// order, holding source, degraded, reason and as_of, then its body's fields
+// (or its body under BodyKey, "data" for the order).
 func encodePage(p *orderdetail.Page) ([]byte, error) {
-	doc := make(map[string]any, 2+len(p.Sections))
-	doc["order_id"], doc["degraded"] = p.OrderID, p.Degraded
+	page := object{{"order_id", p.OrderID}, {"degraded", p.Degraded}}
 	for _, s := range p.Sections {
-		section := map[string]any{s.BodyKey: s.Body}
-		if s.BodyKey == "" {
-			var fields map[string]json.RawMessage
-			raw, err := json.Marshal(s.Body)
-			if err == nil {
-				err = json.Unmarshal(raw, &fields)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
-			}
-			section = make(map[string]any, len(fields)+4)
-			for k, v := range fields {
-				section[k] = v
-			}
-		}
-		section["source"], section["degraded"] = s.Source, s.Degraded
+		section := object{{"source", s.Source}, {"degraded", s.Degraded}}
 		if s.Reason != "" {
-			section["reason"] = s.Reason
+			section = append(section, field{"reason", s.Reason})
 		}
 		if !s.AsOf.IsZero() {
-			section["as_of"] = s.AsOf.UTC()
+			section = append(section, field{"as_of", s.AsOf.UTC()})
 		}
-		doc[s.Name] = section
+		body, err := bodyFields(s)
+		if err != nil {
+			return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
+		}
+		page = append(page, field{s.Name, append(section, body...)})
 	}
-	return json.Marshal(doc)
+	return page.MarshalJSON()
+}
+
+// bodyFields are a section's body as fields of the section: the body's own,
+// in their order, or the body under BodyKey.
+func bodyFields(s orderdetail.Section) (object, error) {
+	if s.BodyKey != "" {
+		return object{{s.BodyKey, s.Body}}, nil
+	}
+	raw, err := json.Marshal(s.Body)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("the body is not a JSON object")
+	}
+	var fields object
+	for dec.More() {
+		key, _ := dec.Token() // a string: the decoder has checked raw
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		fields = append(fields, field{key.(string), v})
+	}
+	return fields, nil
+}
+
+// object is a JSON object that keeps its fields in order; encoding/json
+// encodes each key and value.
+type object []field
+
+type field struct {
+	key   string
+	value any
+}
+
+func (o object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, f := range o {
+		k, _ := json.Marshal(f.key)
+		v, err := encode(f.value)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// encode is json.Marshal without re-checking what is JSON already.
+func encode(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case object:
+		return v.MarshalJSON()
+	case json.RawMessage:
+		return v, nil
+	}
+	return json.Marshal(v)
 }

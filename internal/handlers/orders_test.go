@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -60,20 +58,12 @@ func TestEncodePage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got map[string]any
-	if err := json.Unmarshal(buf, &got); err != nil {
-		t.Fatalf("invalid JSON %s: %v", buf, err)
-	}
 	want := `{"order_id":"o-1","degraded":true,` +
 		`"order":{"source":"live","degraded":false,"data":{"id":"o-1","user_id":"","status":"","created_at":"0001-01-01T00:00:00Z","currency":"","total_cents":0,"items":[{"sku":"A","name":"","quantity":1,"unit_price_cents":0}],"shipping_address":{"name":"","line1":"","city":"","postal_code":"","country":""}}},` +
 		`"inventory":{"source":"cache","degraded":true,"reason":"TIMEOUT","as_of":"2026-03-01T12:00:00Z","status":"CONFIRMED","items":[{"sku":"A","available":4,"status":"LOW_STOCK"}]},` +
 		`"coupons":{"source":"fallback","degraded":true,"reason":"SHORT_CIRCUITED","items":[]},` +
 		`"logistics":{"source":"fallback","degraded":true,"reason":"REJECTED","status":"UNKNOWN"}}`
-	var wantDoc map[string]any
-	if err := json.Unmarshal([]byte(want), &wantDoc); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, wantDoc) {
+	if string(buf) != want { // the keys in a reader's order
 		t.Fatalf("got\n%s\nwant\n%s", buf, want)
 	}
 }
