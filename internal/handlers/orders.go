@@ -103,11 +103,17 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 // in their order, or the body under BodyKey.
 func bodyFields(s orderdetail.Section) (object, error) {
 	if s.BodyKey != "" {
+		if s.BodyJSON != nil {
+			return object{{s.BodyKey, json.RawMessage(s.BodyJSON)}}, nil
+		}
 		return object{{s.BodyKey, s.Body}}, nil
 	}
-	raw, err := json.Marshal(s.Body)
-	if err != nil {
-		return nil, err
+	raw := s.BodyJSON // a live body, encoded once by the page
+	if raw == nil {
+		var err error
+		if raw, err = json.Marshal(s.Body); err != nil {
+			return nil, err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

@@ -72,7 +72,6 @@ type call struct {
 	end     time.Time // the calls' end: the page's deadline − Reserve; zero without a deadline
 	section Section
 	liveAt  time.Time // when the live answer arrived; zero when not live
-	payload []byte    // the live answer as JSON, for the store
 }
 
 // Get assembles the page for orderID under ctx's deadline.
@@ -150,7 +149,7 @@ func (a *Aggregator) resolve(ctx context.Context, c *call) {
 	v, err := resilience.DoUntil(ctx, d.guard, c.end, func(ctx context.Context) (any, error) { return d.fetch(ctx, c.orderID) })
 	if err == nil {
 		s.Source, s.Body, c.liveAt = SourceLive, v, a.now()
-		c.payload, _ = json.Marshal(v) // the answer types always marshal
+		s.BodyJSON, _ = json.Marshal(v) // the answer types always marshal
 		return
 	}
 	s.Source, s.Degraded, s.Reason, s.Err = SourceFallback, true, ReasonOf(err), err
@@ -219,8 +218,8 @@ func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string
 // so that the write can be traced back to it.
 func (a *Aggregator) remember(ctx context.Context, calls []call) {
 	for _, c := range calls {
-		if c.payload != nil {
-			a.store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: c.payload}, c.d.MaxAge())
+		if c.section.BodyJSON != nil {
+			a.store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: c.section.BodyJSON}, c.d.MaxAge())
 		}
 	}
 }

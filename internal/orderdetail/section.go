@@ -59,6 +59,9 @@ type Section struct {
 	Reason   Reason    // empty when live
 	AsOf     time.Time // when a cached answer was live; zero otherwise
 	Body     any       // the dependency's answer, or its semantic default
+	// BodyJSON is Body as JSON when the section is live (the bytes the
+	// last-good store is given); nil otherwise.
+	BodyJSON []byte
 	// BodyKey nests Body under this key when set ("data" for the order);
 	// when empty, Body's fields sit beside source/degraded.
 	BodyKey string
