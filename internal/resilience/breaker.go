@@ -42,16 +42,14 @@ type StateChange struct {
 	At         time.Time
 }
 
-// ticket is what the breaker hands an admitted call: whether it is a
-// half-open probe, and of which half-open spell.
-type ticket struct {
-	probe bool
-	gen   uint64
-}
+// ticket is what the breaker hands an admitted call: 0, or for a half-open
+// probe its half-open spell's generation (never 0).
+type ticket uint64
 
 // breaker opens on a run of failures or on the window's rates, sleeps,
-// then admits probes. Its methods return the transition they made, for the
-// listener to hear once the lock is released.
+// then admits probes. All its state is behind one mutex; its methods return
+// the transition they made, for the guard to tell the listener once the
+// lock is released.
 type breaker struct {
 	mu          sync.Mutex
 	state       State // forcing aside
@@ -86,7 +84,7 @@ func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, c
 		return t, false, change
 	}
 	b.probes++
-	return ticket{probe: true, gen: b.gen}, true, change
+	return ticket(b.gen), true, change
 }
 
 // probeDone settles a half-open probe (other tickets are ignored) by the
@@ -97,7 +95,7 @@ func (b *breaker) probeDone(t ticket, k Kind, now time.Time, cfg *BreakerConfig)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case !t.probe || t.gen != b.gen || b.state != StateHalfOpen:
+	case t == 0 || uint64(t) != b.gen || b.state != StateHalfOpen:
 		return nil
 	case k == KindDeadline:
 		b.probes--

@@ -7,14 +7,15 @@ import (
 	"time"
 )
 
-// bulkhead caps the calls in flight. A slot is held until the guarded
-// function has really returned, so work still unwinding after a timeout
-// keeps counting: the cap limits real work, not waiting callers.
+// bulkhead is a semaphore capping the calls in flight, with an optional
+// queue served in arrival order. A slot is held until the guarded function
+// has really returned, so work still unwinding after a timeout keeps
+// counting: the cap limits real work, not waiting callers.
 type bulkhead struct {
 	mu       sync.Mutex
 	inUse    int
 	capacity int
-	waiters  []chan struct{} // in arrival order; closing one hands it a slot
+	waiters  []chan struct{} // closing one hands it a slot
 }
 
 // tryAcquire takes a free slot, if there is one.
@@ -32,7 +33,7 @@ func (b *bulkhead) acquire(ctx context.Context, maxQueue int, wait time.Duration
 		b.mu.Unlock()
 		return KindSuccess
 	}
-	if len(b.waiters) >= maxQueue || wait <= 0 {
+	if len(b.waiters) >= maxQueue {
 		b.mu.Unlock()
 		return KindRejected
 	}
@@ -48,24 +49,22 @@ func (b *bulkhead) acquire(ctx context.Context, maxQueue int, wait time.Duration
 		kind = KindDeadline
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if i := slices.Index(b.waiters, ch); i >= 0 {
+	i := slices.Index(b.waiters, ch)
+	if i >= 0 {
 		b.waiters = slices.Delete(b.waiters, i, i+1)
-	} else {
-		b.releaseLocked() // handed a slot as it gave up: pass it on
+	}
+	b.mu.Unlock()
+	if i < 0 { // handed a slot as it gave up: pass it on
+		b.release()
 	}
 	return kind
 }
 
+// release hands the slot to the first waiter, while within capacity, or
+// frees it.
 func (b *bulkhead) release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.releaseLocked()
-}
-
-// releaseLocked hands the slot to the first waiter, while within capacity,
-// or frees it.
-func (b *bulkhead) releaseLocked() {
 	if len(b.waiters) > 0 && b.inUse <= b.capacity {
 		close(b.waiters[0])
 		b.waiters = b.waiters[1:]
@@ -79,11 +78,9 @@ func (b *bulkhead) releaseLocked() {
 func (b *bulkhead) resize(capacity int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.capacity = capacity
-	for len(b.waiters) > 0 && b.inUse < capacity {
+	for b.capacity = capacity; len(b.waiters) > 0 && b.inUse < capacity; b.waiters = b.waiters[1:] {
 		b.inUse++
 		close(b.waiters[0])
-		b.waiters = b.waiters[1:]
 	}
 }
 

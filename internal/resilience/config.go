@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -86,43 +87,28 @@ type HedgeConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	or(&c.Timeout, time.Second)
-	or(&c.FallbackTimeout, 80*time.Millisecond)
-	or(&c.TimeoutMargin, 50*time.Millisecond)
-	or(&c.TimeoutMin, 10*time.Millisecond)
-	or(&c.Bulkhead.MaxConcurrent, 50)
-	or(&c.Breaker.Window, 10*time.Second)
-	or(&c.Breaker.Buckets, 10)
-	or(&c.Breaker.MinRequests, 20)
-	or(&c.Breaker.ErrorPercent, 50)
-	or(&c.Breaker.SlowCallPercent, 100)
-	or(&c.Breaker.ConsecutiveFailures, 10)
-	or(&c.Breaker.SleepWindow, 500*time.Millisecond)
-	or(&c.Breaker.MaxSleepWindow, 5*time.Second)
-	or(&c.Breaker.HalfOpenProbes, 1)
-	or(&c.Retry.MaxAttempts, 2)
-	or(&c.Retry.Backoff, 10*time.Millisecond)
-	or(&c.Retry.MaxBackoff, 100*time.Millisecond)
-	or(&c.Retry.BudgetPercent, 20)
-	or(&c.Retry.BudgetMin, 10)
-	or(&c.Hedge.Percentile, 95)
-	or(&c.Hedge.MinDelay, 20*time.Millisecond)
+	c.Timeout = cmp.Or(c.Timeout, time.Second)
+	c.FallbackTimeout = cmp.Or(c.FallbackTimeout, 80*time.Millisecond)
+	c.TimeoutMargin = cmp.Or(c.TimeoutMargin, 50*time.Millisecond)
+	c.TimeoutMin = cmp.Or(c.TimeoutMin, 10*time.Millisecond)
+	c.Bulkhead.MaxConcurrent = cmp.Or(c.Bulkhead.MaxConcurrent, 50)
+	c.Breaker.Window = cmp.Or(c.Breaker.Window, 10*time.Second)
+	c.Breaker.Buckets = cmp.Or(c.Breaker.Buckets, 10)
+	c.Breaker.MinRequests = cmp.Or(c.Breaker.MinRequests, 20)
+	c.Breaker.ErrorPercent = cmp.Or(c.Breaker.ErrorPercent, 50)
+	c.Breaker.SlowCallPercent = cmp.Or(c.Breaker.SlowCallPercent, 100)
+	c.Breaker.ConsecutiveFailures = cmp.Or(c.Breaker.ConsecutiveFailures, 10)
+	c.Breaker.SleepWindow = cmp.Or(c.Breaker.SleepWindow, 500*time.Millisecond)
+	c.Breaker.MaxSleepWindow = cmp.Or(c.Breaker.MaxSleepWindow, 5*time.Second)
+	c.Breaker.HalfOpenProbes = cmp.Or(c.Breaker.HalfOpenProbes, 1)
+	c.Retry.MaxAttempts = cmp.Or(c.Retry.MaxAttempts, 2)
+	c.Retry.Backoff = cmp.Or(c.Retry.Backoff, 10*time.Millisecond)
+	c.Retry.MaxBackoff = cmp.Or(c.Retry.MaxBackoff, 100*time.Millisecond)
+	c.Retry.BudgetPercent = cmp.Or(c.Retry.BudgetPercent, 20)
+	c.Retry.BudgetMin = cmp.Or(c.Retry.BudgetMin, 10)
+	c.Hedge.Percentile = cmp.Or(c.Hedge.Percentile, 95)
+	c.Hedge.MinDelay = cmp.Or(c.Hedge.MinDelay, 20*time.Millisecond)
 	return c
-}
-
-func or[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
-}
-
-// timeoutMax is the ceiling an adaptive sub-budget is configured with.
-func (c *Config) timeoutMax() time.Duration {
-	if c.TimeoutMax > 0 {
-		return c.TimeoutMax
-	}
-	return c.Timeout
 }
 
 // Validate reports every invalid setting, one "key: what is wrong" error
@@ -141,8 +127,8 @@ func (c Config) Validate() error {
 	check(c.TimeoutMargin >= 0, "timeout_margin", "must not be negative, got %v", c.TimeoutMargin)
 	check(c.TimeoutMin > 0, "timeout_min", "must be positive, got %v", c.TimeoutMin)
 	check(c.TimeoutMax >= 0, "timeout_max", "must not be negative, got %v", c.TimeoutMax)
-	check(c.TimeoutMax < 0 || !c.AutoTimeout || c.TimeoutMin <= c.timeoutMax(),
-		"timeout_min", "must not exceed timeout_max (%v), got %v", c.timeoutMax(), c.TimeoutMin)
+	check(c.TimeoutMax < 0 || !c.AutoTimeout || c.TimeoutMin <= cmp.Or(c.TimeoutMax, c.Timeout),
+		"timeout_min", "must not exceed timeout_max (%v), got %v", cmp.Or(c.TimeoutMax, c.Timeout), c.TimeoutMin)
 	check(c.Bulkhead.MaxConcurrent >= 1, "bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)
 	check(c.Bulkhead.MaxQueue >= 0, "bulkhead.max_queue", "must not be negative, got %d", c.Bulkhead.MaxQueue)
 	check(c.Bulkhead.MaxWait >= 0, "bulkhead.max_wait", "must not be negative, got %v", c.Bulkhead.MaxWait)

@@ -41,8 +41,9 @@ var (
 	sentinels         = [...]error{errors.New("success"), ErrFailure, ErrTimeout, ErrShortCircuited, ErrRejected, ErrBadRequest, ErrDeadline}
 )
 
-// Error is what DoUntil returns when a call did not succeed: its Kind, and
-// the last attempt's error or the cause of a refusal (nil if none).
+// Error is what DoUntil returns when a call did not succeed: its Kind (never
+// KindSuccess), and the last attempt's error or the cause of a refusal (nil
+// if none).
 type Error struct {
 	Dependency string
 	Kind       Kind
@@ -51,10 +52,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := e.Dependency + ": " + e.Kind.String()
-	if int(e.Kind) < len(sentinels) {
-		msg = e.Dependency + ": " + sentinels[e.Kind].Error()
-	}
+	msg := e.Dependency + ": " + sentinels[e.Kind].Error()
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}
@@ -62,9 +60,7 @@ func (e *Error) Error() string {
 }
 
 // Is matches the sentinel of e's kind.
-func (e *Error) Is(target error) bool {
-	return int(e.Kind) < len(sentinels) && target == sentinels[e.Kind]
-}
+func (e *Error) Is(target error) bool { return target == sentinels[e.Kind] }
 
 // Unwrap returns the underlying error, for errors.Is to see the dependency's own.
 func (e *Error) Unwrap() error { return e.Err }

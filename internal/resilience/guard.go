@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -65,8 +68,14 @@ func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } 
 // timeout reaches it. 0, the default: no such bound.
 func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd = d } }
 
-// WithTracerProvider makes the guard start spans (see spans.go); without
-// it the guard starts none.
+// WithTracerProvider makes the guard start spans; without it, it starts
+// none. A call's span, "dependency <name>", starts where the call starts: a
+// child of the span in the caller's context and the parent of whatever the
+// attempts start. A fallback's is "fallback <name>". Both carry
+// orderagg.dependency and orderagg.event (the outcome's event name), and
+// status Error when the caller got no answer through the dependency's fault
+// or the guard's refusal. A call's span has an "attempt" event per attempt,
+// with orderagg.attempt, orderagg.event, orderagg.hedge and orderagg.probe.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(g *Guard) { g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience") }
 }
@@ -169,16 +178,16 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 	defer cancel()
 	for {
 		var r result[T]
-		if c.s.cfg.Hedge.Enabled && !c.t.probe {
+		if c.s.cfg.Hedge.Enabled && c.probe == 0 {
 			r = c.hedged(cctx)
 		} else {
 			c.made++
 			r = c.attempt(cctx, Event{Attempt: c.made})
 		}
-		switch {
-		case r.Kind == KindSuccess:
+		if r.Kind == KindSuccess {
 			return r.v, nil
-		case r.Kind != KindFailure || !c.mayRetry(cctx):
+		}
+		if r.Kind != KindFailure || !c.mayRetry(cctx) {
 			return v, &Error{Dependency: g.name, Kind: r.Kind, Attempts: c.made, Err: r.Err}
 		}
 	}
@@ -194,38 +203,40 @@ type call[T any] struct {
 	start   time.Time
 	end     time.Time // when the call's time is up
 	callers bool      // end is the caller's deadline or bound, not the timeout's
-	t       ticket
+	probe   ticket
 	made    int // attempts started, hedges included
 }
 
-// admit passes the call through the budget, the breaker and the bulkhead;
-// a nil error means it holds a slot.
+type result[T any] struct {
+	v T
+	Event
+}
+
+// admit passes the call through the budget, the breaker and the bulkhead,
+// in that order; a nil error means it holds a slot.
 func (c *call[T]) admit() error {
 	g, cfg := c.g, &c.s.cfg
 	if !c.end.After(c.start) || c.ctx.Err() != nil {
-		cause := c.ctx.Err()
-		if cause == nil {
-			cause = context.DeadlineExceeded // the bound has passed
-		}
-		return c.refuse(KindDeadline, cause)
+		return c.refuse(KindDeadline, cmp.Or(c.ctx.Err(), context.DeadlineExceeded))
 	}
 	t, ok, change := g.breaker.allow(c.start, &cfg.Breaker)
 	if g.notify(change); !ok {
 		return c.refuse(KindShortCircuited, nil)
 	}
-	c.t = t
+	c.probe = t
 	wait := c.end.Sub(c.start)
 	if cfg.Bulkhead.MaxWait > 0 {
 		wait = min(wait, cfg.Bulkhead.MaxWait)
 	}
 	if kind := g.bulkhead.acquire(c.ctx, cfg.Bulkhead.MaxQueue, wait, g.clock); kind != KindSuccess {
-		g.breaker.probeDone(t, KindDeadline, c.start, &cfg.Breaker) // the probe learned nothing
+		g.breaker.probeDone(t, KindDeadline, c.start, &cfg.Breaker) // a probe that never ran gives its place back
 		return c.refuse(kind, c.ctx.Err())
 	}
 	return nil
 }
 
-// refuse records a call that never reached the dependency.
+// refuse records a call that never reached the dependency; one refused for
+// want of budget is no event of the window's.
 func (c *call[T]) refuse(kind Kind, cause error) error {
 	if kind != KindDeadline {
 		c.s.window.add(c.start, counter(kind))
@@ -234,14 +245,10 @@ func (c *call[T]) refuse(kind Kind, cause error) error {
 	return &Error{Dependency: c.g.name, Kind: kind, Err: cause}
 }
 
-type result[T any] struct {
-	v T
-	Event
-}
-
-// attempt makes attempt e (Attempt and Hedge set) in ctx, then records it.
+// attempt makes attempt e (Attempt and Hedge set) in ctx, classifies its
+// outcome and settles it.
 func (c *call[T]) attempt(ctx context.Context, e Event) result[T] {
-	e.Dependency, e.Probe, e.Start = c.g.name, c.t.probe, c.g.clock.Now()
+	e.Dependency, e.Probe, e.Start = c.g.name, c.probe != 0, c.g.clock.Now()
 	v, err := c.fn(ctx)
 	e.Duration, e.Err = c.g.clock.Now().Sub(e.Start), err
 	e.Kind = c.classify(ctx, err)
@@ -270,21 +277,26 @@ func (c *call[T]) classify(ctx context.Context, err error) Kind {
 	return KindOf(err)
 }
 
-// settle records a finished attempt, feeds the breaker and tells the
-// listener. A cut by the caller says nothing of the dependency.
+// settle records a finished attempt in the window, feeds the breaker and
+// tells the listener and the call's span. A cut by the caller (KindDeadline)
+// says nothing of the dependency: neither window nor breaker hears of it,
+// but a probe so cut gives its place back.
 func (c *call[T]) settle(e Event) {
 	g, cfg := c.g, &c.s.cfg.Breaker
-	slow := e.Duration >= g.slowAfter(c.s)
+	slow := e.Duration >= cmp.Or(cfg.SlowCallDuration, g.inForce(c.s)*8/10) // by default 80% of the sub-budget
 	if e.Kind != KindDeadline {
 		c.s.window.record(e, slow)
 	}
-	if c.t.probe {
-		g.notify(g.breaker.probeDone(c.t, e.Kind, e.Start.Add(e.Duration), cfg))
+	if c.probe != 0 {
+		g.notify(g.breaker.probeDone(c.probe, e.Kind, e.Start.Add(e.Duration), cfg))
 	} else if e.Kind != KindDeadline {
 		g.notify(g.breaker.onAttempt(e, slow, c.s.window, cfg))
 	}
 	g.tell(c.ctx, e)
-	attemptEvent(c.span, e)
+	if c.span.IsRecording() {
+		c.span.AddEvent("attempt", trace.WithAttributes(attribute.Int("orderagg.attempt", e.Attempt),
+			attrEvent.String(e.Name()), attribute.Bool("orderagg.hedge", e.Hedge), attribute.Bool("orderagg.probe", e.Probe)))
+	}
 }
 
 // mayRetry reports, having waited the backoff, whether to retry a failure:
@@ -292,18 +304,18 @@ func (c *call[T]) settle(e Event) {
 // the time left holds the backoff and a typical attempt.
 func (c *call[T]) mayRetry(cctx context.Context) bool {
 	g, r := c.g, &c.s.cfg.Retry
-	if st := g.breaker.reported(); c.t.probe || c.made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
+	if st := g.breaker.reported(); c.probe != 0 || c.made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
 		return false
 	}
-	wait := r.Backoff
+	wait := r.Backoff // doubled per retry made, at most MaxBackoff, then drawn from (0, wait]
 	for i := 1; i < c.made && wait < r.MaxBackoff; i++ {
 		wait *= 2
 	}
 	if wait = min(wait, r.MaxBackoff); wait > 0 {
-		wait = time.Duration(g.randN(int64(wait)) + 1) // full jitter: (0, wait]
+		wait = time.Duration(g.randN(int64(wait)) + 1)
 	}
 	now := g.clock.Now()
-	if !g.retryBudgetLeft(c.s, now) || c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
+	if !c.budgetLeft(now) || c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
 		return false
 	}
 	select {
@@ -314,14 +326,14 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 	}
 }
 
-// retryBudgetLeft: retries and hedges in the window stay under
-// BudgetPercent of the calls plus BudgetMin, so that an outage does not
-// multiply the load on a sick dependency.
-func (g *Guard) retryBudgetLeft(s *settings, now time.Time) bool {
-	c := s.window.counts(now, time.Time{})
-	extra := c[cRetry] + c[cHedge]
-	calls := c[cSuccess] + c[cFailure] + c[cTimeout] + c[cBadRequest] - extra
-	return extra < int64(float64(calls)*s.cfg.Retry.BudgetPercent/100)+int64(s.cfg.Retry.BudgetMin)
+// budgetLeft reports whether the retry budget has room: retries and hedges
+// in the window stay under BudgetPercent of the calls plus BudgetMin, so
+// that an outage does not multiply the load on a sick dependency.
+func (c *call[T]) budgetLeft(now time.Time) bool {
+	n, r := c.s.window.counts(now, time.Time{}), &c.s.cfg.Retry
+	extra := n[cRetry] + n[cHedge]
+	calls := n[cSuccess] + n[cFailure] + n[cTimeout] + n[cBadRequest] - extra
+	return extra < int64(float64(calls)*r.BudgetPercent/100)+int64(r.BudgetMin)
 }
 
 // hedged runs one attempt and, if it has not answered after the observed
@@ -330,21 +342,16 @@ func (g *Guard) retryBudgetLeft(s *settings, now time.Time) bool {
 // first answer wins and the other attempt is cancelled; hedged returns
 // once every attempt it started has returned.
 func (c *call[T]) hedged(cctx context.Context) (r result[T]) {
-	results := make(chan result[T], 2)
-	var cancels []context.CancelCauseFunc
-	running := 0
-	defer func() { // cancel the loser, if any, and wait for it
-		for _, cancel := range cancels {
-			cancel(errHedgeLost)
-		}
-		for ; running > 0; running-- {
+	actx, cancel := context.WithCancelCause(cctx)
+	results, running := make(chan result[T], 2), 0
+	defer func() {
+		for cancel(errHedgeLost); running > 0; running-- {
 			<-results
 		}
 	}()
 	launch := func(hedge bool) {
-		actx, cancel := context.WithCancelCause(cctx)
-		cancels, running = append(cancels, cancel), running+1
 		c.made++
+		running++
 		go func(e Event) {
 			r := c.attempt(actx, e)
 			if e.Hedge {
@@ -365,7 +372,7 @@ func (c *call[T]) hedged(cctx context.Context) (r result[T]) {
 		case <-timer:
 			timer = nil
 			now := c.g.clock.Now()
-			if c.end.Sub(now) > lat.quantile(0.5) && c.g.retryBudgetLeft(c.s, now) && c.g.bulkhead.tryAcquire() {
+			if c.end.Sub(now) > lat.quantile(0.5) && c.budgetLeft(now) && c.g.bulkhead.tryAcquire() {
 				launch(true)
 			}
 		}
@@ -388,11 +395,11 @@ func Fallback[T any](ctx context.Context, g *Guard, cause error, fb func(context
 	v, err := fb(fctx, cause)
 	cancel()
 	e := Event{Dependency: g.name, Kind: KindSuccess, Fallback: true, Start: start, Duration: g.clock.Now().Sub(start), Err: err}
-	c := cFallbackSuccess
+	n := cFallbackSuccess
 	if err != nil {
-		e.Kind, c = KindFailure, cFallbackFailure
+		e.Kind, n = KindFailure, cFallbackFailure
 	}
-	s.window.add(start.Add(e.Duration), c)
+	s.window.add(start.Add(e.Duration), n)
 	g.tell(ctx, e)
 	endSpan(span, e.Name(), err)
 	return v, err
@@ -401,11 +408,11 @@ func Fallback[T any](ctx context.Context, g *Guard, cause error, fb func(context
 // RecordCacheLookup counts a last-good lookup made for this dependency's
 // fallback: cache_hit or cache_miss in the window.
 func (g *Guard) RecordCacheLookup(hit bool) {
-	c := cCacheMiss
+	n := cCacheMiss
 	if hit {
-		c = cCacheHit
+		n = cCacheHit
 	}
-	g.cur.Load().window.add(g.clock.Now(), c)
+	g.cur.Load().window.add(g.clock.Now(), n)
 }
 
 func (g *Guard) tell(ctx context.Context, e Event) {
@@ -419,4 +426,29 @@ func (g *Guard) notify(c *StateChange) {
 		c.Dependency = g.name
 		g.listener.OnStateChange(*c)
 	}
+}
+
+var (
+	attrDependency = attribute.Key("orderagg.dependency")
+	attrEvent      = attribute.Key("orderagg.event")
+	noSpan         = trace.SpanFromContext(context.Background())
+)
+
+func (g *Guard) startSpan(ctx context.Context, prefix string) (context.Context, trace.Span) {
+	if g.tracer == nil {
+		return ctx, noSpan
+	}
+	return g.tracer.Start(ctx, prefix+g.name, trace.WithAttributes(attrDependency.String(g.name)))
+}
+
+func endSpan(span trace.Span, event string, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(attrEvent.String(event))
+		switch event {
+		case "failure", "timeout", "short_circuited", "rejected", "fallback_failure":
+			span.RecordError(err)
+			span.SetStatus(codes.Error, event)
+		}
+	}
+	span.End()
 }

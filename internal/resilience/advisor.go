@@ -1,0 +1,204 @@
+package resilience
+
+import (
+	"cmp"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is a guard's state and rolling statistics at one instant.
+type Snapshot struct {
+	Name    string
+	Breaker State
+	// Counts over the window by event name: the kinds, slow, retry, hedge,
+	// fallback_success, fallback_failure, cache_hit and cache_miss.
+	Counts map[string]int64
+	// ErrorPercent is failures and timeouts over the calls that reached the
+	// dependency.
+	ErrorPercent float64
+	// Latency of every attempt that reached the dependency; SuccessLatency
+	// of the successful ones, the advisor's input.
+	Latency, SuccessLatency Percentiles
+	InUse, Capacity, Queued int64
+	// Timeout is the sub-budget in force: under AutoTimeout the value learnt
+	// so far, within TimeoutMin and TimeoutMax (zero when fixed).
+	Timeout                time.Duration
+	AutoTimeout            bool
+	TimeoutMin, TimeoutMax time.Duration
+	// RecommendedTimeout is max(3×P99, 2×P99.9) + TimeoutMargin over the
+	// successful calls, rounded up to the millisecond; Recommended is false,
+	// and it 0, below AdvisorMinSuccesses of them.
+	Recommended        bool
+	RecommendedTimeout time.Duration
+	// Warnings say when the timeout and the latency disagree; there are none
+	// while the breaker is open or half-open, or while failures and
+	// timeouts outnumber successes.
+	Warnings []string
+}
+
+// AdvisorMinSuccesses is how many successful calls the window must hold
+// before a timeout is recommended.
+const AdvisorMinSuccesses = 100
+
+// TimeoutChange reports a move of an adaptive sub-budget towards
+// Recommended, the rule's figure over Successes successful calls.
+type TimeoutChange struct {
+	Dependency  string
+	From, To    time.Duration
+	At          time.Time
+	Recommended time.Duration
+	Successes   int64
+}
+
+// TimeoutListener is implemented by a Listener that wants to hear of an
+// adaptive sub-budget's moves.
+type TimeoutListener interface {
+	OnTimeoutChange(c TimeoutChange)
+}
+
+// An adaptive sub-budget looks at the window once per adaptEvery at most,
+// moves only when the rule's figure is more than adaptDeadBand away or
+// pinned at a bound, and by at most adaptStep of its value a move.
+const (
+	adaptEvery    = time.Second
+	adaptDeadBand = 0.10
+	adaptStep     = 0.25
+)
+
+// adaptive is the state of an adaptive sub-budget (Config.AutoTimeout).
+type adaptive struct {
+	timeout  atomic.Int64 // ns: the sub-budget in force
+	lookedAt atomic.Int64 // unix ns of the last look
+}
+
+// advice is the window read for the advisor.
+type advice struct {
+	state   State
+	c       [numCounters]int64
+	ok      Percentiles   // of the successful attempts
+	rec     time.Duration // the recommended timeout, if ok.Count reaches AdvisorMinSuccesses
+	healthy bool          // the breaker is closed and successes outnumber failures and timeouts
+}
+
+func (g *Guard) advise(s *settings, now time.Time) (a advice) {
+	a.state, a.c, a.ok = g.breaker.reported(), s.window.counts(now, time.Time{}), s.window.latencies(now, true).percentiles()
+	a.healthy = (a.state == StateClosed || a.state == StateForcedClosed) && a.c[cFailure]+a.c[cTimeout] < a.c[cSuccess]
+	if a.ok.Count >= AdvisorMinSuccesses {
+		a.rec = max(3*a.ok.P99, 2*a.ok.P999) + s.cfg.TimeoutMargin
+		if r := a.rec % time.Millisecond; r != 0 {
+			a.rec += time.Millisecond - r
+		}
+	}
+	return a
+}
+
+// reconfigure brings the learnt value within cfg's bounds; turning
+// AutoTimeout on starts it from cfg.Timeout.
+func (a *adaptive) reconfigure(g *Guard, old *settings, cfg *Config) {
+	from := time.Duration(a.timeout.Load())
+	if old == nil || !old.cfg.AutoTimeout {
+		from = cfg.Timeout
+	}
+	lo, hi := g.autoBounds(cfg)
+	a.timeout.Store(int64(min(max(from, lo), hi)))
+}
+
+// autoBounds are an adaptive sub-budget's limits, timeout_min and
+// timeout_max, both kept strictly below the calls' end (WithCallsEnd).
+func (g *Guard) autoBounds(cfg *Config) (lo, hi time.Duration) {
+	lo, hi = cfg.TimeoutMin, cmp.Or(cfg.TimeoutMax, cfg.Timeout)
+	if g.callsEnd > 0 {
+		lo, hi = min(lo, g.callsEnd-time.Millisecond), min(hi, g.callsEnd-time.Millisecond)
+	}
+	return lo, hi
+}
+
+// inForce is the sub-budget in force.
+func (g *Guard) inForce(s *settings) time.Duration {
+	if s.cfg.AutoTimeout {
+		return time.Duration(g.auto.timeout.Load())
+	}
+	return s.cfg.Timeout
+}
+
+// timeout is the sub-budget of a call starting at now, once an adaptive
+// one has had its look at the window.
+func (g *Guard) timeout(s *settings, now time.Time) time.Duration {
+	last := g.auto.lookedAt.Load()
+	if s.cfg.AutoTimeout && now.UnixNano()-last >= int64(adaptEvery) && g.auto.lookedAt.CompareAndSwap(last, now.UnixNano()) {
+		if change := g.adapt(s, now); change != nil {
+			if l, ok := g.listener.(TimeoutListener); ok {
+				l.OnTimeoutChange(*change)
+			}
+		}
+	}
+	return g.inForce(s)
+}
+
+// adapt moves the adaptive sub-budget a step towards the recommendation.
+// It holds still without one, and unless the window is healthy (a hang
+// yields no successes, so it never raises it); and it does not shrink while
+// over 0.1% of calls time out (the successes are then censored at the
+// sub-budget, and their tail reads low).
+func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
+	a := g.advise(s, now)
+	if !a.healthy || a.ok.Count < AdvisorMinSuccesses {
+		return nil
+	}
+	lo, hi := g.autoBounds(&s.cfg)
+	target, cur := min(max(a.rec, lo), hi), time.Duration(g.auto.timeout.Load())
+	diff, step := target-cur, time.Duration(adaptStep*float64(cur))
+	switch {
+	case diff < 0 && a.c[cTimeout]*1000 > a.c[cSuccess]+a.c[cFailure]+a.c[cTimeout]:
+		return nil
+	case target != lo && target != hi && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur):
+		return nil
+	}
+	next := min(max((cur+min(max(diff, -step), step)).Round(time.Millisecond), lo), hi)
+	if next == cur {
+		return nil
+	}
+	g.auto.timeout.Store(int64(next))
+	return &TimeoutChange{Dependency: g.name, From: cur, To: next, At: now, Recommended: target, Successes: a.ok.Count}
+}
+
+// Snapshot reads the guard's state.
+func (g *Guard) Snapshot() Snapshot {
+	s, now := g.cur.Load(), g.clock.Now()
+	a := g.advise(s, now)
+	inUse, capacity, queued := g.bulkhead.usage()
+	snap := Snapshot{Name: g.name, Breaker: a.state, Counts: make(map[string]int64, numCounters),
+		Latency: s.window.latencies(now, false).percentiles(), SuccessLatency: a.ok,
+		InUse: int64(inUse), Capacity: int64(capacity), Queued: int64(queued), Timeout: g.inForce(s), AutoTimeout: s.cfg.AutoTimeout,
+		Recommended: a.ok.Count >= AdvisorMinSuccesses, RecommendedTimeout: a.rec}
+	if snap.AutoTimeout {
+		snap.TimeoutMin, snap.TimeoutMax = g.autoBounds(&s.cfg)
+	}
+	for i, n := range a.c {
+		snap.Counts[counterNames[i]] = n
+	}
+	calls := a.c[cSuccess] + a.c[cFailure] + a.c[cTimeout]
+	if calls > 0 {
+		snap.ErrorPercent = float64(a.c[cFailure]+a.c[cTimeout]) * 100 / float64(calls)
+	}
+	if !snap.Recommended || !a.healthy {
+		return snap
+	}
+	rec, to := a.rec, snap.Timeout.Round(time.Millisecond)
+	switch {
+	case rec <= snap.Timeout || (snap.AutoTimeout && snap.Timeout < snap.TimeoutMax): // fine, or on its way up
+	case a.c[cTimeout]*1000 >= calls: // over 0.1% time out
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v and %.1f%% of calls time out: "+
+			"healthy calls are being cut off (successful calls reach P99.9 %v)",
+			to, rec, float64(a.c[cTimeout])*100/float64(calls), a.ok.P999.Round(time.Millisecond)))
+	default:
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v "+
+			"(max(3×P99, 2×P99.9) + margin over %d successful calls)", to, rec, a.ok.Count))
+	}
+	if g.callsEnd > 0 && rec >= g.callsEnd {
+		snap.Warnings = append(snap.Warnings, fmt.Sprintf("recommended timeout %v reaches the calls' end %v (deadline − reserve), "+
+			"where a cut is the page's DEADLINE, unseen by the breaker: the dependency is too slow for this page", rec, g.callsEnd))
+	}
+	return snap
+}
