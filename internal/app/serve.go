@@ -106,7 +106,7 @@ func (s *serving) startSimulators(context.Context) error {
 
 // openCache connects the last-good store, traced and measured.
 func (s *serving) openCache(ctx context.Context) error {
-	store, err := cache.Open(ctx, cache.Config{URL: s.cfg.RedisURL}, s.logger, cache.WithListener(s.tel.CacheListener()))
+	store, err := cache.Open(ctx, cache.Config{URL: s.cfg.RedisURL}, s.logger)
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
@@ -117,14 +117,14 @@ func (s *serving) openCache(ctx context.Context) error {
 			return fmt.Errorf("instrumenting redis: %w", err)
 		}
 	}
-	s.gauges.CacheQueue = func() (int, int) { st := store.Stats(); return st.Queued, st.QueueCapacity }
+	s.gauges.Cache = store.Stats
 	return nil
 }
 
 // buildGuards makes one guard per dependency. An adaptive sub-budget can
 // use at most what a page leaves a call: the deadline minus the reserve.
 func (s *serving) buildGuards(context.Context) error {
-	listener := s.tel.Listener(s.logger)
+	listener := s.tel.Listener()
 	for _, name := range s.cfg.Dependencies.Names() {
 		d, _ := s.cfg.Dependencies.Get(name)
 		g, err := resilience.New(name, d.Config, resilience.WithListener(listener),
@@ -174,7 +174,7 @@ func (s *serving) buildPage(context.Context) error {
 		Store:      s.store,
 		CacheGuard: guards[config.NameCache],
 		Reserve:    s.cfg.Reserve,
-		Observer:   s.tel.Observer(),
+		Observer:   s.tel.Listener(),
 	})
 	if err != nil {
 		return err

@@ -21,7 +21,7 @@ func BenchmarkOnEvent(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-			l := tel.Listener(nil)
+			l := tel.Listener()
 			e := resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 1, Start: time.Now(), Duration: 3 * time.Millisecond}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

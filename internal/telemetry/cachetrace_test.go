@@ -37,7 +37,7 @@ func TestCacheSpans(t *testing.T) {
 	if err := h.tel.InstrumentRedis(store.Client()); err != nil {
 		t.Fatal(err)
 	}
-	lis := h.tel.Listener(h.log)
+	lis := h.tel.Listener()
 	guard := func(name string) *resilience.Guard {
 		g, err := resilience.New(name, resilience.Config{}, resilience.WithListener(lis), resilience.WithClock(instantClock{}),
 			resilience.WithTracerProvider(h.tel.TracerProvider()))
@@ -61,7 +61,7 @@ func TestCacheSpans(t *testing.T) {
 				}
 				return e, err
 			})
-			h.tel.Observer().CacheLookup(ctx, "inventory", "absent")
+			h.tel.Listener().CacheLookup(ctx, "inventory", "absent")
 			return 0, errors.Join(err, errors.New("no last-good answer"))
 		})
 		store.PutContext(ctx, "logistics", "o-1", orderdetail.CacheEntry{AsOf: time.Now(), Payload: []byte(`{}`)}, time.Minute)
@@ -126,7 +126,7 @@ func TestCacheSpans(t *testing.T) {
 // cache call.
 func TestRefusedCacheReadUnderFallback(t *testing.T) {
 	h := newHarness(t)
-	lis := h.tel.Listener(h.log)
+	lis := h.tel.Listener()
 	guard := func(name string) *resilience.Guard {
 		g, err := resilience.New(name, resilience.Config{}, resilience.WithListener(lis), resilience.WithClock(instantClock{}),
 			resilience.WithTracerProvider(h.tel.TracerProvider()))
@@ -148,7 +148,7 @@ func TestRefusedCacheReadUnderFallback(t *testing.T) {
 				t.Error("the cache was called through an open breaker")
 				return 0, nil
 			})
-			h.tel.Observer().CacheLookup(ctx, "coupon", "error")
+			h.tel.Listener().CacheLookup(ctx, "coupon", "error")
 			return 0, err
 		})
 		return c.NoContent(http.StatusOK)

@@ -15,7 +15,7 @@ import (
 // many were held back.
 func TestFallbackLogRateLimited(t *testing.T) {
 	h := newHarness(t)
-	l := h.tel.Listener(h.log)
+	l := h.tel.Listener()
 	ctx := context.Background()
 	fallback := func(dep string) {
 		l.OnEvent(ctx, resilience.Event{Dependency: dep, Kind: resilience.KindTimeout, Attempt: 1, Err: context.DeadlineExceeded})
@@ -58,7 +58,7 @@ func TestFallbackLogRateLimited(t *testing.T) {
 // reason for a later fallback.
 func TestHedgeLoserIsNotACause(t *testing.T) {
 	h := newHarness(t)
-	l := h.tel.Listener(h.log)
+	l := h.tel.Listener()
 	ctx := context.Background()
 	l.OnEvent(ctx, resilience.Event{Dependency: "coupon", Kind: resilience.KindFailure, Attempt: 1})
 	l.OnEvent(ctx, resilience.Event{Dependency: "coupon", Kind: resilience.KindDeadline, Attempt: 2, Hedge: true, Err: context.Canceled})
@@ -71,7 +71,7 @@ func TestHedgeLoserIsNotACause(t *testing.T) {
 
 func TestStateChangesLogged(t *testing.T) {
 	h := newHarness(t)
-	l := h.tel.Listener(h.log)
+	l := h.tel.Listener()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, c := range [][2]resilience.State{
 		{resilience.StateClosed, resilience.StateOpen},
@@ -105,7 +105,7 @@ func TestBreakerOpensThroughGuard(t *testing.T) {
 	g, err := resilience.New("logistics", resilience.Config{
 		Breaker: resilience.BreakerConfig{MinRequests: 2},
 		Retry:   resilience.RetryConfig{MaxAttempts: 1},
-	}, resilience.WithListener(h.tel.Listener(h.log)))
+	}, resilience.WithListener(h.tel.Listener()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestBreakerOpensThroughGuard(t *testing.T) {
 
 func TestLimiter(t *testing.T) {
 	clk := newFakeNow()
-	l := newLimiter(clk.Now, time.Second)
+	l := newLogLimit(clk.Now)
 	if ok, n := l.allow(); !ok || n != 0 {
 		t.Fatalf("first: %v %d", ok, n)
 	}
@@ -172,7 +172,7 @@ func TestAdaptiveTimeoutThroughGuard(t *testing.T) {
 	h := newHarness(t)
 	clk := stepClock{newFakeNow()}
 	g, err := resilience.New("logistics", resilience.Config{Timeout: 500 * time.Millisecond, AutoTimeout: true},
-		resilience.WithClock(clk), resilience.WithListener(h.tel.Listener(h.log)))
+		resilience.WithClock(clk), resilience.WithListener(h.tel.Listener()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,8 +17,8 @@ import (
 // never a failure, a rejection never a short circuit.
 func TestEventsCountedSeparately(t *testing.T) {
 	h := newHarness(t)
-	l := h.tel.Listener(nil)
-	obs := h.tel.Observer()
+	l := h.tel.Listener()
+	obs := h.tel.Listener()
 	ctx := context.Background()
 	at := time.Now()
 	ev := func(dep string, k resilience.Kind, attempt int, d time.Duration) resilience.Event {
@@ -139,8 +140,8 @@ func TestEventsCountedSeparately(t *testing.T) {
 // its next occurrence rather than started over.
 func TestUnlistedEventsGetTheirOwnSeries(t *testing.T) {
 	h := newHarness(t)
-	l := h.tel.Listener(nil)
-	obs := h.tel.Observer()
+	l := h.tel.Listener()
+	obs := h.tel.Listener()
 	ctx := context.Background()
 	unknown := resilience.Event{Dependency: "order", Kind: resilience.Kind(200), Attempt: 1, Start: time.Now()}
 	l.OnEvent(ctx, unknown)
@@ -185,7 +186,7 @@ func TestRecordRequest(t *testing.T) {
 
 func TestObserveGuards(t *testing.T) {
 	h := newHarness(t)
-	lis := h.tel.Listener(h.log)
+	lis := h.tel.Listener()
 	inv, err := resilience.New("inventory", resilience.Config{Timeout: 300 * time.Millisecond, Bulkhead: resilience.BulkheadConfig{MaxConcurrent: 7}}, resilience.WithListener(lis))
 	if err != nil {
 		t.Fatal(err)
@@ -244,34 +245,22 @@ func TestObserveGuards(t *testing.T) {
 }
 
 func TestBreakerStateValues(t *testing.T) {
-	want := map[resilience.State]int64{
+	want := map[resilience.State]float64{
 		resilience.StateClosed: 0, resilience.StateOpen: 1, resilience.StateHalfOpen: 2,
 		resilience.StateForcedOpen: 3, resilience.StateForcedClosed: 4,
 	}
-	for s, v := range want {
-		if got := breakerValue(s); got != v {
-			t.Errorf("breakerValue(%v) = %d, want %d", s, got, v)
-		}
-	}
-	if len(breakerStates) != len(want) {
-		t.Errorf("breakerStates has %d states, want %d", len(breakerStates), len(want))
+	if !maps.Equal(breakerValues, want) {
+		t.Errorf("breakerValues = %v, want %v", breakerValues, want)
 	}
 }
 
-// TestCacheMetrics: the store's reads and writes are counted by outcome as
-// they happen; its write queue is read at scrape time.
+// TestCacheMetrics: the store's read and write outcomes, counted by
+// outcome, and its write queue are read at scrape time.
 func TestCacheMetrics(t *testing.T) {
 	h := newHarness(t)
-	lis := h.tel.CacheListener()
-	for ev, n := range map[cache.Event]int{
-		cache.EventHit: 10, cache.EventMiss: 4, cache.EventCorrupt: 1, cache.EventReadError: 2,
-		cache.EventWriteOK: 20, cache.EventWriteStale: 3, cache.EventWriteDropped: 5, cache.EventWriteError: 6,
-	} {
-		for range n {
-			lis(ev, "inventory")
-		}
-	}
-	if err := h.tel.Observe(State{CacheQueue: func() (int, int) { return 7, 1024 }}); err != nil {
+	st := cache.Stats{Hits: 10, Misses: 4, Corrupt: 1, ReadErrors: 2, WritesOK: 20, WritesStale: 3, WritesDropped: 5, WriteErrors: 6,
+		Queued: 7, QueueCapacity: 1024}
+	if err := h.tel.Observe(State{Cache: func() cache.Stats { return st }}); err != nil {
 		t.Fatal(err)
 	}
 	fams := scrape(t, h.tel)
@@ -358,7 +347,7 @@ func TestSeriesExistFromStart(t *testing.T) {
 		}
 		guards = append(guards, g)
 	}
-	if err := h.tel.Observe(State{Guards: guards}); err != nil {
+	if err := h.tel.Observe(State{Guards: guards, Cache: func() cache.Stats { return cache.Stats{} }}); err != nil {
 		t.Fatal(err)
 	}
 	fams := scrape(t, h.tel)
@@ -380,7 +369,7 @@ func TestSeriesExistFromStart(t *testing.T) {
 	}
 	for _, dep := range deps {
 		for _, ev := range eventNames() {
-			if ev == EventCacheMiss {
+			if ev == "cache_miss" {
 				for _, reason := range knownMissReasons {
 					zero("orderagg_dependency_events_total", map[string]string{"dependency": dep, "event": ev, "reason": reason})
 				}

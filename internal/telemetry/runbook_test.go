@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/orderagg/orderagg/internal/cache"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
@@ -95,14 +96,14 @@ func eventNames() []string {
 	for k := resilience.KindSuccess; k.String() != "unknown"; k++ {
 		out = append(out, k.String())
 	}
-	return append(out, "fallback_success", "fallback_failure", EventCacheHit, EventCacheMiss)
+	return append(out, "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
 }
 
 // exerciseEverything makes every instrument report at least once.
 func exerciseEverything(t *testing.T, h *harness) {
 	t.Helper()
 	ctx := context.Background()
-	l := h.tel.Listener(h.log)
+	l := h.tel.Listener()
 	for k := resilience.KindSuccess; k.String() != "unknown"; k++ {
 		l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: k, Attempt: 1, Start: time.Now(), Duration: time.Millisecond})
 	}
@@ -111,8 +112,8 @@ func exerciseEverything(t *testing.T, h *harness) {
 	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Fallback: true})
 	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindFailure, Fallback: true})
 	l.OnStateChange(resilience.StateChange{Dependency: "inventory", From: resilience.StateClosed, To: resilience.StateOpen})
-	h.tel.Observer().CacheLookup(ctx, "inventory", "hit")
-	h.tel.Observer().CacheLookup(ctx, "inventory", "absent")
+	h.tel.Listener().CacheLookup(ctx, "inventory", "hit")
+	h.tel.Listener().CacheLookup(ctx, "inventory", "absent")
 	h.tel.RecordRequest(ctx, 200, false, time.Millisecond)
 
 	var guards []*resilience.Guard
@@ -126,7 +127,7 @@ func exerciseEverything(t *testing.T, h *harness) {
 	if err := h.tel.Observe(State{
 		Guards:      guards,
 		Admission:   func() (int, int) { return 1024, 0 },
-		CacheQueue:  func() (int, int) { return 0, 1024 },
+		Cache:       func() cache.Stats { return cache.Stats{QueueCapacity: 1024} },
 		Connections: map[string]func() int64{"api": func() int64 { return 0 }},
 	}); err != nil {
 		t.Fatal(err)

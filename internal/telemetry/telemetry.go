@@ -1,3 +1,8 @@
+// Package telemetry is orderagg's OpenTelemetry wiring: traces, metrics in
+// the Prometheus format, and the log lines that go with them. Setup reads
+// the OTEL_* environment; the other packages' hooks (resilience.Listener,
+// orderdetail.Observer, downstream.Config.WrapTransport, echo middleware)
+// are filled here. docs/runbook.md names every metric, span and log line.
 package telemetry
 
 import (
@@ -9,6 +14,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -30,43 +39,23 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-// scopeName is the instrumentation scope of everything this package records.
 const scopeName = "github.com/orderagg/orderagg/internal/telemetry"
 
-// Exporter names of OTEL_TRACES_EXPORTER.
-const (
-	ExporterOTLP    = "otlp"
-	ExporterConsole = "console"
-	ExporterNone    = "none"
-)
-
 // Config sets up telemetry. The zero value is valid: traces follow the
-// process environment (off unless an OTLP endpoint is set), logs go to
-// slog.Default, X-Forwarded-For is ignored and no baggage is forwarded.
+// process environment, logs go to slog.Default, X-Forwarded-For is ignored
+// and no baggage is forwarded.
 type Config struct {
-	// ServiceName is service.name unless OTEL_SERVICE_NAME or
-	// OTEL_RESOURCE_ATTRIBUTES say otherwise; empty means "orderagg".
-	ServiceName string
-	// ServiceVersion is service.version; empty leaves it out.
-	ServiceVersion string
-	// Logger receives the fallback and breaker lines and OpenTelemetry's
-	// own errors. Default slog.Default().
-	Logger *slog.Logger
-	// LogInterval is the least time between two fallback lines of one
-	// dependency, and between two telemetry error lines. Default 1s.
-	LogInterval time.Duration
-	// Now is the clock of those limits. Default time.Now.
-	Now func() time.Time
+	ServiceVersion string           // service.version; empty leaves it out
+	Logger         *slog.Logger     // fallback, breaker and sub-budget lines, OpenTelemetry's errors
+	Now            func() time.Time // the clock of the log rate limits; default time.Now
 	// SpanExporter, when set, receives every span as it ends, in place of
-	// the exporter OTEL_TRACES_EXPORTER names; Shutdown shuts it down.
+	// the exporter the environment names; Shutdown shuts it down.
 	SpanExporter sdktrace.SpanExporter
-	// TrustedProxies are the addresses or CIDR prefixes (--trusted-proxies)
-	// whose X-Forwarded-For gives a request's client.address; any other
-	// peer is the client itself.
+	// TrustedProxies are the addresses or CIDR prefixes whose
+	// X-Forwarded-For gives a request's client.address.
 	TrustedProxies []string
-	// ForwardBaggage are the baggage keys (--forward-baggage) taken from a
-	// caller's baggage header and passed on to the downstreams; the rest is
-	// dropped. The W3C traceparent always passes.
+	// ForwardBaggage are the keys of a caller's baggage passed on to the
+	// downstreams; the rest is dropped.
 	ForwardBaggage []string
 }
 
@@ -74,82 +63,73 @@ type Config struct {
 // it once with Setup and Shutdown it last; it is safe for concurrent use.
 type Telemetry struct {
 	cfg      Config
-	exporter string // OTEL_TRACES_EXPORTER's choice, or "test"
-	tp       trace.TracerProvider
-	sdkTP    *sdktrace.TracerProvider // nil when traces are off
+	tp       trace.TracerProvider // the SDK's, or a no-op one with traces off
+	tracing  bool
 	tracer   trace.Tracer
-	tracing  bool // spans are recorded
 	mp       *sdkmetric.MeterProvider
 	meter    metric.Meter
-	handler  http.Handler
-	inst     instruments
+	metrics  http.Handler
+	in       *instruments
+	listener *Listener
 	clientIP echo.IPExtractor
 
-	once        sync.Once
-	shutdownErr error
+	once sync.Once
+	err  error
 }
 
-// Setup builds telemetry from cfg and the standard OTEL_* environment
-// (contract §3) and installs its tracer provider and the W3C tracecontext
-// and baggage propagator as OpenTelemetry's globals. autoexport picks the
-// span exporter from OTEL_TRACES_EXPORTER (otlp, console, none) and
-// OTEL_EXPORTER_OTLP_PROTOCOL; unset, it is otlp when an OTLP endpoint is
-// set and none otherwise. An unknown exporter or protocol, a malformed
-// OTEL_RESOURCE_ATTRIBUTES or a bad trusted proxy is an error naming it, so
-// that a typo stops the process rather than switching tracing off.
+// Setup builds telemetry from cfg and the OTEL_* environment, and installs
+// its tracer provider and the W3C tracecontext and baggage propagator as
+// OpenTelemetry's globals. autoexport picks the span exporter from
+// OTEL_TRACES_EXPORTER (otlp, console, none) and OTEL_EXPORTER_OTLP_PROTOCOL;
+// unset, it is otlp when an OTLP endpoint is set and none otherwise.
+// service.name is "orderagg" unless OTEL_RESOURCE_ATTRIBUTES or, above it,
+// OTEL_SERVICE_NAME says otherwise. An unknown exporter or protocol, a
+// malformed OTEL_RESOURCE_ATTRIBUTES or a bad trusted proxy is an error
+// naming it.
 func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
-	if cfg.ServiceName == "" {
-		cfg.ServiceName = "orderagg"
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.LogInterval <= 0 {
-		cfg.LogInterval = time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	t := &Telemetry{cfg: cfg}
-	var err error
-	if t.clientIP, err = clientIP(cfg.TrustedProxies); err != nil {
+	clientIP, err := clientIP(cfg.TrustedProxies)
+	if err != nil {
 		return nil, err
 	}
-	res, err := newResource(ctx, cfg)
+	res, err := newResource(ctx, cfg.ServiceVersion)
 	if err != nil {
 		return nil, err
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	promExp, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo())
+	prom, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(promExp), sdkmetric.WithView(redisotelViews...))
-	t.meter = t.mp.Meter(scopeName)
-	if t.inst, err = newInstruments(t.meter); err != nil {
-		return nil, errors.Join(err, t.mp.Shutdown(ctx))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(prom), sdkmetric.WithView(redisotelViews...))
+	in, err := newInstruments(mp.Meter(scopeName))
+	var sp sdktrace.SpanProcessor
+	if err == nil {
+		sp, err = spanProcessor(ctx, cfg)
 	}
-	t.inst.zeroProcess()
-	// ContinueOnError: a failing collector costs its own series, not the
-	// scrape. OpenMetrics: a scraper that asks for it gets exemplars.
-	t.handler = promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
-
-	sp, err := t.spanProcessor(ctx)
 	if err != nil {
-		return nil, errors.Join(err, t.mp.Shutdown(ctx))
+		return nil, errors.Join(err, mp.Shutdown(ctx))
 	}
-	t.tp = noop.NewTracerProvider()
+	t := &Telemetry{cfg: cfg, tp: noop.NewTracerProvider(), mp: mp, meter: mp.Meter(scopeName), in: in, clientIP: clientIP,
+		listener: &Listener{in: in, cfg: cfg, deps: map[string]*fallbackLog{}},
+		// ContinueOnError: a failing collector costs its own series, not the scrape.
+		metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}),
+	}
 	if sp != nil {
-		t.sdkTP = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp))
-		t.tp, t.tracing = t.sdkTP, true
+		t.tp, t.tracing = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp)), true
 	}
 	t.tracer = t.tp.Tracer(scopeName)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	otel.SetTracerProvider(t.tp)
-	lim := newLimiter(cfg.Now, cfg.LogInterval)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	errLog := newLogLimit(cfg.Now)
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		if ok, suppressed := lim.allow(); ok {
+		if ok, suppressed := errLog.allow(); ok {
 			cfg.Logger.Warn("telemetry error", "error", err.Error(), "suppressed", suppressed)
 		}
 	}))
@@ -158,65 +138,45 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 // spanProcessor is Config.SpanExporter's, synchronous, or a batch one over
 // the exporter autoexport picks; nil when traces are off.
-func (t *Telemetry) spanProcessor(ctx context.Context) (sdktrace.SpanProcessor, error) {
-	if t.cfg.SpanExporter != nil {
-		t.exporter = "test"
-		return sdktrace.NewSimpleSpanProcessor(t.cfg.SpanExporter), nil
+func spanProcessor(ctx context.Context, cfg Config) (sdktrace.SpanProcessor, error) {
+	if cfg.SpanExporter != nil {
+		return sdktrace.NewSimpleSpanProcessor(cfg.SpanExporter), nil
 	}
-	t.exporter = os.Getenv("OTEL_TRACES_EXPORTER")
-	exp, err := autoexport.NewSpanExporter(ctx, autoexport.WithFallbackSpanExporter(
-		func(ctx context.Context) (sdktrace.SpanExporter, error) {
-			if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-				return nil, nil // the contract's default: none without an endpoint
-			}
-			t.exporter = ExporterOTLP
-			return autoexport.NewSpanExporter(ctx)
-		}))
+	if os.Getenv("OTEL_TRACES_EXPORTER") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q (OTEL_EXPORTER_OTLP_PROTOCOL=%q, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%q): %w",
-			t.exporter, os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
+			os.Getenv("OTEL_TRACES_EXPORTER"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
 	}
-	if exp == nil || autoexport.IsNoneSpanExporter(exp) {
-		t.exporter = ExporterNone
+	if autoexport.IsNoneSpanExporter(exp) {
 		return nil, nil
 	}
 	var opts []sdktrace.BatchSpanProcessorOption
-	if t.exporter == ExporterConsole && os.Getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
-		// Someone reading standard output wants the request they just made.
-		opts = append(opts, sdktrace.WithBatchTimeout(time.Second))
+	if os.Getenv("OTEL_TRACES_EXPORTER") == "console" && os.Getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+		opts = append(opts, sdktrace.WithBatchTimeout(time.Second)) // standard output shows the request just made
 	}
 	return sdktrace.NewBatchSpanProcessor(exp, opts...), nil
 }
 
-// newResource describes this process. Precedence, lowest first:
-// Config.ServiceName, OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME.
-func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
-	// The environment on its own first: the SDK keeps what it can of a
-	// malformed value, but a typo in a deployment should stop it.
-	fromEnv, err := resource.New(ctx, resource.WithFromEnv())
+// newResource describes this process; OTEL_RESOURCE_ATTRIBUTES and
+// OTEL_SERVICE_NAME override the built-in attributes.
+func newResource(ctx context.Context, version string) (*resource.Resource, error) {
+	attrs := []attribute.KeyValue{semconv.ServiceName("orderagg")}
+	if version != "" {
+		attrs = append(attrs, semconv.ServiceVersion(version))
+	}
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(attrs...), resource.WithFromEnv())
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: OTEL_RESOURCE_ATTRIBUTES: %w", err)
+		return nil, fmt.Errorf("telemetry: resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
 	}
-	attrs := []attribute.KeyValue{semconv.ServiceName(cfg.ServiceName)}
-	if cfg.ServiceVersion != "" {
-		attrs = append(attrs, semconv.ServiceVersion(cfg.ServiceVersion))
-	}
-	base, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(attrs...))
-	if err == nil {
-		base, err = resource.Merge(base, fromEnv)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
-	}
-	return base, nil
+	return res, nil
 }
 
 // clientIP reads a request's client address: the peer's, or, when the
 // peer is a trusted proxy, the nearest untrusted hop of X-Forwarded-For.
 func clientIP(trusted []string) (echo.IPExtractor, error) {
-	if len(trusted) == 0 {
-		return echo.ExtractIPDirect(), nil
-	}
 	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
 	for _, s := range trusted {
 		p, err := netip.ParsePrefix(s)
@@ -232,23 +192,119 @@ func clientIP(trusted []string) (echo.IPExtractor, error) {
 }
 
 // TracerProvider is the provider of every span: the SDK's when traces are
-// on, a no-op one otherwise. Give it to resilience.WithTracerProvider.
+// on, a no-op one otherwise.
 func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tp }
 
 // MetricsHandler serves GET /metrics: the OpenTelemetry metrics in the
-// Prometheus text format (OpenMetrics when asked), plus the Go runtime and
-// process collectors, from a registry of its own.
-func (t *Telemetry) MetricsHandler() http.Handler { return t.handler }
+// Prometheus text format (OpenMetrics when asked), with the Go runtime and
+// process collectors.
+func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
 
 // Shutdown flushes the spans still queued and stops the providers, within
 // ctx. Call it after the HTTP servers drained; later calls return the
 // first one's result.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	t.once.Do(func() {
-		if t.sdkTP != nil {
-			t.shutdownErr = t.sdkTP.Shutdown(ctx)
+		if sdk, ok := t.tp.(*sdktrace.TracerProvider); ok {
+			t.err = sdk.Shutdown(ctx)
 		}
-		t.shutdownErr = errors.Join(t.shutdownErr, t.mp.Shutdown(ctx))
+		t.err = errors.Join(t.err, t.mp.Shutdown(ctx))
 	})
-	return t.shutdownErr
+	return t.err
+}
+
+// Middleware starts each request's server span with otelhttp, continuing
+// the caller's W3C trace, named by method and route template
+// ("GET /v1/orders/{id}"; an unrouted request's by the method alone).
+// Probes, /metrics and /dashboard are not traced. client.address is the
+// peer's unless the peer is a trusted proxy; of the caller's baggage only
+// the keys of Config.ForwardBaggage stay in the request's context. A
+// handler's error goes to echo's HTTPErrorHandler here, so that the span
+// records the status sent, and the middleware returns nil. Register it
+// with e.Use, so that it runs after routing.
+func (t *Telemetry) Middleware() echo.MiddlewareFunc {
+	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithFilter(traced),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			res := c.Response()
+			w := res.Writer
+			defer func() { res.Writer = w }()
+			wrap(http.HandlerFunc(func(sw http.ResponseWriter, r *http.Request) {
+				res.Writer = sw // the status reaches otelhttp's span
+				c.SetRequest(r.WithContext(keepBaggage(r.Context(), t.cfg.ForwardBaggage)))
+				span := trace.SpanFromContext(r.Context())
+				if route := routeTemplate(c.Path()); route != "" {
+					span.SetName(r.Method + " " + route)
+					span.SetAttributes(semconv.HTTPRoute(route))
+				}
+				span.SetAttributes(semconv.ClientAddress(t.clientIP(r)))
+				if err := next(c); err != nil {
+					span.RecordError(err)
+					c.Error(err)
+				}
+				if id := res.Header().Get(echo.HeaderXRequestID); id != "" {
+					span.SetAttributes(attribute.String("orderagg.request_id", id))
+				}
+			})).ServeHTTP(w, c.Request())
+			return nil
+		}
+	}
+}
+
+var routeParam = regexp.MustCompile(`/:([^/]+)`)
+
+// routeTemplate turns echo's "/v1/orders/:id" into "/v1/orders/{id}".
+func routeTemplate(p string) string { return routeParam.ReplaceAllString(p, "/{$1}") }
+
+// traced reports whether a request gets a server span: probes, scrapes and
+// the dashboard (whose event stream lasts as long as a browser tab) do not.
+func traced(r *http.Request) bool {
+	p := r.URL.Path
+	return p != "/healthz" && p != "/readyz" && p != "/metrics" && p != "/dashboard" && !strings.HasPrefix(p, "/dashboard/")
+}
+
+// keepBaggage keeps, of ctx's baggage, the members whose keys are listed.
+func keepBaggage(ctx context.Context, keys []string) context.Context {
+	all := baggage.FromContext(ctx)
+	var kept []baggage.Member
+	for _, k := range keys {
+		if m := all.Member(k); m.Key() != "" {
+			kept = append(kept, m)
+		}
+	}
+	b, _ := baggage.New(kept...)
+	return baggage.ContextWithBaggage(ctx, b)
+}
+
+// WrapTransport fits downstream.Config.WrapTransport: otelhttp's transport,
+// so that every attempt to dep is a client span ("<dep> GET",
+// orderagg.dependency set) carrying traceparent and the request's allowed
+// baggage to the downstream.
+func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.RoundTripper {
+	return otelhttp.NewTransport(next, otelhttp.WithTracerProvider(t.tp),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return dep + " " + r.Method }),
+		otelhttp.WithSpanOptions(trace.WithAttributes(attrSpanDependency.String(dep))))
+}
+
+// LogHandler wraps h so that every record logged with a context holding a
+// span carries trace_id and span_id.
+func LogHandler(h slog.Handler) slog.Handler { return traceHandler{h} }
+
+type traceHandler struct{ slog.Handler }
+
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone() // its attribute storage may be shared with another handler
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
 }
