@@ -18,17 +18,15 @@ import (
 // config.example.yaml, the admin API, the guards, /v1/resilience, the
 // metrics' labels and the page's sections.
 type Entry struct {
-	Name    string // its --NAME-url flag, its key in --config and the admin API, its guard and metrics label
-	Section string // its JSON key in the page and its key in the last-good store
-	Core    bool   // the order: without it (live or cached) there is no page; Place 0
-	Place   int    // sections show by Place, lowest first; from 1
-	// Defaults are the guard's settings before the --config file's
-	// (completed by resilience.Config.WithDefaults).
-	Defaults    resilience.Config
-	CacheMaxAge time.Duration // how old a last-good answer may be and still be served
+	Name        string            // its --NAME-url flag, --config and admin key, guard and metrics label
+	Section     string            // its JSON key in the page and its key in the last-good store
+	Core        bool              // the order: without it (live or cached) there is no page; Place 0
+	Place       int               // sections show by Place, lowest first; from 1
+	Defaults    resilience.Config // the guard's settings under the --config file's (zero: resilience's)
+	CacheMaxAge time.Duration     // how old a last-good answer may be and still be served
 	// About (what the section is and its default) and Why (the reason for
-	// each default the entry sets, by its --config key), one line each,
-	// are printed in config.example.yaml.
+	// each default the entry sets, by --config key): one line each, printed
+	// in config.example.yaml.
 	About string
 	Why   map[string]string
 	New   Builder // SectionOf, or CoreOf for the order
@@ -88,7 +86,7 @@ func Register(e Entry) {
 }
 
 // Registered returns the registered downstreams in page order, the core
-// first; the slice is the caller's.
+// first, in a slice of the caller's.
 func Registered() []Entry {
 	registryMu.Lock()
 	defer registryMu.Unlock()

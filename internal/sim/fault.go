@@ -14,11 +14,8 @@ var (
 	ErrInvalidFault   = errors.New("sim: invalid fault")
 )
 
-// Limits of a Fault's fields.
-const (
-	MaxDelayMS         = 600_000 // latency_ms and jitter_ms
-	DefaultErrorStatus = 500
-)
+// Limits of a Fault's fields: latency_ms and jitter_ms, the status of an error.
+const MaxDelayMS, DefaultErrorStatus = 600_000, 500
 
 // Fault is what goes wrong with one service. The zero value is a healthy
 // service, a zero ErrorStatus meaning DefaultErrorStatus.
@@ -60,23 +57,22 @@ func (f Fault) normalize() (Fault, error) {
 // maxFaultBody bounds a PUT /faults body; a real one is under 200 bytes.
 const maxFaultBody = 16 << 10
 
-// DecodeFault reads a PUT /faults/{service} body: one JSON object whose
+// decodeFault reads a PUT /faults/{service} body: one JSON object whose
 // omitted or null fields keep their defaults. Anything else (unknown
 // fields, wrong types, not an object, trailing data, a body over 16 KiB,
 // values out of range) is an error wrapping ErrInvalidFault.
-func DecodeFault(r io.Reader) (Fault, error) {
+func decodeFault(r io.Reader) (Fault, error) {
 	dec := json.NewDecoder(io.LimitReader(r, maxFaultBody))
 	dec.DisallowUnknownFields()
 	f := healthy
 	p := &f // null would leave f as it is; it leaves p nil instead
-	if err := dec.Decode(&p); err != nil {
-		return Fault{}, fmt.Errorf("%w: %v", ErrInvalidFault, err)
+	err := dec.Decode(&p)
+	if err == nil && p == nil {
+		err = errors.New("body must be a JSON object")
+	} else if _, end := dec.Token(); err == nil && end != io.EOF {
+		err = errors.New("trailing data after the JSON object")
+	} else if err == nil {
+		return f.normalize()
 	}
-	if p == nil {
-		return Fault{}, fmt.Errorf("%w: body must be a JSON object", ErrInvalidFault)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Fault{}, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidFault)
-	}
-	return f.normalize()
+	return Fault{}, fmt.Errorf("%w: %v", ErrInvalidFault, err)
 }

@@ -14,7 +14,7 @@ func FuzzDecodeFault(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		got, err := DecodeFault(strings.NewReader(body))
+		got, err := decodeFault(strings.NewReader(body))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidFault) {
 				t.Fatalf("error %v does not match ErrInvalidFault", err)

@@ -29,8 +29,7 @@ import (
 // HeaderBudget carries the client's remaining budget in whole milliseconds.
 const HeaderBudget = "X-Budget-Ms"
 
-// A service is one simulated downstream; each registers itself from its own
-// file (order.go, …), so that a new downstream's simulator is one file.
+// A service is one simulated downstream, registered from its own file.
 type service struct {
 	name   string              // in the fault API and /stats
 	path   string              // its GET route, with {id} for the order id
@@ -128,12 +127,9 @@ func (s *Server) SetFault(service string, f Fault) error {
 
 // ResetFaults makes every service healthy.
 func (s *Server) ResetFaults() {
-	s.mu.Lock()
-	for name := range s.faults {
-		s.faults[name] = healthy
+	for name := range services {
+		_ = s.SetFault(name, healthy)
 	}
-	s.mu.Unlock()
-	s.log.Info("sim faults reset")
 }
 
 // Faults returns the faults in force, by service.
@@ -143,9 +139,9 @@ func (s *Server) Faults() map[string]Fault {
 	return maps.Clone(s.faults)
 }
 
-// ServiceStats counts one service's traffic.
+// ServiceStats counts one service's requests, whatever became of them.
 type ServiceStats struct {
-	Requests int64 `json:"requests"` // whatever became of them
+	Requests int64 `json:"requests"`
 }
 
 // Stats returns each service's counters, by service.
@@ -157,41 +153,18 @@ func (s *Server) Stats() map[string]ServiceStats {
 	return out
 }
 
-// serve answers one request to svc. It waits: a hang until the client goes
-// away, else the latency plus a uniform 0..jitter, either cut short by the
-// client's budget (504) or by Close (503). Then it fails with probability
-// error_rate, else answers 404 for an nf- id, with corrupt the first half
-// of the JSON body, else the body.
+// serve answers one request to svc: it waits (delay), then fails with
+// probability error_rate, else answers 404 for an nf- id, with corrupt the
+// first half of the JSON body, else the body.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, svc service) {
 	s.requests[svc.name].Add(1)
 	s.mu.Lock()
 	f, jitter, chance := s.faults[svc.name], s.rng.Float64(), s.rng.Float64()
 	s.mu.Unlock()
-	if f.Hang || f.LatencyMS > 0 || f.JitterMS > 0 {
-		d := time.Duration((float64(f.LatencyMS) + jitter*float64(f.JitterMS)) * float64(time.Millisecond))
-		if f.Hang {
-			d = math.MaxInt64
-		}
-		budget, ok := parseBudget(r.Header.Get(HeaderBudget))
-		late := ok && budget <= d
-		ctx, cancel := context.WithCancel(r.Context())
-		stop := context.AfterFunc(s.closing, cancel)
-		s.wait(ctx, min(d, budget))
-		stop()
-		cancel()
-		switch {
-		case s.closing.Err() != nil:
-			writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "the simulator is shutting down")
-			return
-		case r.Context().Err() != nil:
-			return // nobody to answer
-		case late:
-			writeError(w, http.StatusGatewayTimeout, "BUDGET_EXHAUSTED", fmt.Sprintf("the client's budget of %v ran out", budget))
-			return
-		}
+	if !s.delay(w, r, f, jitter) {
+		return
 	}
-	id := r.PathValue("id")
-	switch {
+	switch id := r.PathValue("id"); {
 	case chance < f.ErrorRate:
 		writeError(w, f.ErrorStatus, "INJECTED_FAULT", "injected fault of the "+svc.name+" service")
 	case strings.HasPrefix(id, "nf-"):
@@ -206,14 +179,39 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, svc service) {
 	}
 }
 
-// parseBudget reads X-Budget-Ms: a missing, malformed or negative value is
-// no budget (the longest wait), one over a day is a day.
-func parseBudget(v string) (time.Duration, bool) {
-	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || ms < 0 {
-		return math.MaxInt64, false
+// delay waits out f: a hang until the client goes away, else the latency
+// plus jitter (0..1) of the jitter, either cut short by the client's
+// budget (504) or by Close (503). It reports whether to go on and answer.
+func (s *Server) delay(w http.ResponseWriter, r *http.Request, f Fault, jitter float64) bool {
+	if !f.Hang && f.LatencyMS == 0 && f.JitterMS == 0 {
+		return true
 	}
-	return time.Duration(min(ms, 24*3600*1000)) * time.Millisecond, true
+	d := time.Duration((float64(f.LatencyMS) + jitter*float64(f.JitterMS)) * float64(time.Millisecond))
+	if f.Hang {
+		d = math.MaxInt64
+	}
+	// X-Budget-Ms: a missing, malformed or negative value is no budget, one
+	// over a day is a day.
+	budget, late := time.Duration(math.MaxInt64), false
+	if ms, err := strconv.ParseInt(strings.TrimSpace(r.Header.Get(HeaderBudget)), 10, 64); err == nil && ms >= 0 {
+		budget = time.Duration(min(ms, 24*3600*1000)) * time.Millisecond
+		late = budget <= d
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	stop := context.AfterFunc(s.closing, cancel)
+	s.wait(ctx, min(d, budget))
+	stop()
+	cancel()
+	switch {
+	case s.closing.Err() != nil:
+		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "the simulator is shutting down")
+	case r.Context().Err() != nil: // nobody to answer
+	case late:
+		writeError(w, http.StatusGatewayTimeout, "BUDGET_EXHAUSTED", fmt.Sprintf("the client's budget of %v ran out", budget))
+	default:
+		return true
+	}
+	return false
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -230,7 +228,7 @@ func sleep(ctx context.Context, d time.Duration) {
 func (s *Server) serveFault(w http.ResponseWriter, r *http.Request) {
 	name, f, err := r.PathValue("service"), healthy, error(nil)
 	if r.Method == http.MethodPut {
-		f, err = DecodeFault(r.Body)
+		f, err = decodeFault(r.Body)
 	}
 	if _, ok := services[name]; !ok {
 		writeError(w, http.StatusBadRequest, "UNKNOWN_SERVICE", fmt.Sprintf("unknown service %q: want one of %s", name, strings.Join(Services(), ", ")))
