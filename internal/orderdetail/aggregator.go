@@ -72,6 +72,9 @@ type call struct {
 	end     time.Time // the calls' end: the page's deadline − Reserve; zero without a deadline
 	section Section
 	liveAt  time.Time // when the live answer arrived; zero when not live
+	// orderKnown is closed once the core's outcome is known, and the page
+	// abandoned if there is none; nil for the core itself.
+	orderKnown <-chan struct{}
 }
 
 // Get assembles the page for orderID under ctx's deadline.
@@ -99,9 +102,11 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 		end = dl.Add(-a.reserve)
 	}
 	calls := make([]call, len(a.downstreams))
+	orderKnown := make(chan struct{})
 	for i, d := range a.downstreams {
-		calls[i] = call{d: d, orderID: orderID, end: end}
+		calls[i] = call{d: d, orderID: orderID, end: end, orderKnown: orderKnown}
 	}
+	calls[0].orderKnown = nil
 	var wg sync.WaitGroup
 	callOthers := func() {
 		for i := 1; i < len(calls); i++ {
@@ -117,6 +122,9 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	a.coreFirst.settle(core.section.Err)
 	if core.section.Body == nil {
 		abandon()
+	}
+	close(orderKnown)
+	if core.section.Body == nil {
 		wg.Wait()
 		if errors.Is(core.section.Err, ErrNotFound) {
 			return nil, fmt.Errorf("orderdetail: %s: %w", orderID, ErrOrderNotFound)
@@ -153,6 +161,9 @@ func (a *Aggregator) resolve(ctx context.Context, c *call) {
 		return
 	}
 	s.Source, s.Degraded, s.Reason, s.Err = SourceFallback, true, ReasonOf(err), err
+	if c.orderKnown != nil && errors.Is(err, ErrNotFound) {
+		<-c.orderKnown // a section's 404 may be the order's: fall back only if there is a page
+	}
 	if d.core && errors.Is(err, ErrNotFound) || errors.Is(ctx.Err(), context.Canceled) {
 		return // the truth, not a failure; or the page was abandoned, or its caller left
 	}

@@ -427,6 +427,47 @@ func TestAbandonedPageSkipsFallbacks(t *testing.T) {
 	}
 }
 
+// TestOrderNotFoundCountsNoFallback: for an order that does not exist
+// every service answers 404, and a section's 404 may come before the
+// order's. The page is a 404 all the same: no section looks for a last-good
+// copy, so no fallback is counted against a dependency that answered.
+func TestOrderNotFoundCountsNoFallback(t *testing.T) {
+	fc := &fallbackCounter{n: map[string]int{}}
+	r := newRig(t, nil, resilience.WithListener(fc))
+	for range 20 {
+		var answered sync.WaitGroup
+		answered.Add(3)
+		section := func(ctx context.Context) error { defer answered.Done(); return missing(ctx) }
+		r.f.inventory, r.f.coupon, r.f.logistics = section, section, section
+		r.f.order = func(ctx context.Context) error { answered.Wait(); return missing(ctx) }
+		if _, err := r.get(t, time.Minute); !errors.Is(err, ErrOrderNotFound) {
+			t.Fatalf("err %v, want ErrOrderNotFound", err)
+		}
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.n) != 0 || r.store.gets != 0 {
+		t.Errorf("fallbacks %v and %d last-good reads for pages of an order that does not exist", fc.n, r.store.gets)
+	}
+}
+
+// TestSectionNotFoundFallsBack: a section's 404 for an order that exists is
+// that section's failure to answer: the page shows its last good answer.
+func TestSectionNotFoundFallsBack(t *testing.T) {
+	r := newRig(t, nil)
+	if _, err := r.get(t, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.f.coupon = missing
+	p, err := r.get(t, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := section(p, "coupons"); s.Source != SourceCache {
+		t.Fatalf("coupons after a 404 from %s (%s), want its last good answer", s.Source, s.Reason)
+	}
+}
+
 func TestCacheFailureDegradesToDefault(t *testing.T) {
 	r := newRig(t, nil)
 	r.store.getErr = errors.New("redis: connection refused")
