@@ -1,8 +1,9 @@
 # orderagg — build, test and image targets. `make help` lists them.
 #
 # No container image can be pulled on this project's machines: the service
-# image is FROM scratch around a host-built static binary, and the Redis image
-# is assembled from Debian's redis-server package (build/redis/build.sh).
+# image is FROM scratch around a host-built static binary, the Redis and
+# Prometheus images are assembled from Debian's redis-server and prometheus
+# packages (build/redis/build.sh, build/prometheus/build.sh).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -12,6 +13,9 @@ GO            ?= go
 ORDERAGG_IMAGE ?= orderagg:local
 # ORDERAGG_REDIS_IMAGE (the integration tests' name) is accepted too; REDIS_IMAGE wins.
 REDIS_IMAGE   ?= $(if $(ORDERAGG_REDIS_IMAGE),$(ORDERAGG_REDIS_IMAGE),orderagg-redis:local)
+# prom/prometheus works too where a registry is reachable (compose.yaml and
+# the integration tests read the same variable).
+ORDERAGG_PROMETHEUS_IMAGE ?= orderagg-prometheus:local
 OUT           := build/out
 BIN           := $(OUT)/orderagg
 CA_BUNDLE     ?= /etc/ssl/certs/ca-certificates.crt
@@ -43,7 +47,7 @@ SMOKE_PROJECT ?= orderagg-smoke
 
 # The integration tests read these; Ryuk (the reaper) cannot be pulled here,
 # every test removes its own containers and networks instead.
-export ORDERAGG_IMAGE
+export ORDERAGG_IMAGE ORDERAGG_PROMETHEUS_IMAGE
 export ORDERAGG_REDIS_IMAGE := $(REDIS_IMAGE)
 export TESTCONTAINERS_RYUK_DISABLED ?= true
 # Published container ports are reached on loopback (the engine runs in this
@@ -111,7 +115,7 @@ lint: ## gofmt, then in every Go module: go mod tidy -diff, go vet and staticche
 	done
 
 .PHONY: images
-images: image redis-image toxiproxy-image ## the three container images (service, Redis, Toxiproxy)
+images: image redis-image toxiproxy-image prometheus-image ## the four container images (service, Redis, Toxiproxy, Prometheus)
 
 .PHONY: image
 image: build ## the service image (ORDERAGG_IMAGE, default orderagg:local)
@@ -122,6 +126,10 @@ image: build ## the service image (ORDERAGG_IMAGE, default orderagg:local)
 .PHONY: redis-image
 redis-image: deps ## the Redis image from Debian's package (REDIS_IMAGE, default orderagg-redis:local)
 	build/redis/build.sh $(REDIS_IMAGE)
+
+.PHONY: prometheus-image
+prometheus-image: deps ## the Prometheus image from Debian's package, with deploy/prometheus's rules (ORDERAGG_PROMETHEUS_IMAGE, default orderagg-prometheus:local)
+	build/prometheus/build.sh $(ORDERAGG_PROMETHEUS_IMAGE)
 
 .PHONY: toxiproxy-image
 toxiproxy-image: ## the Toxiproxy image from its Go module (ORDERAGG_TOXIPROXY_IMAGE, default orderagg-toxiproxy:local)
@@ -134,5 +142,5 @@ compose-smoke: deps ## compose up, one order through the stack, compose down
 .PHONY: clean
 clean: ## remove build outputs and the local images
 	rm -rf $(OUT)
-	-docker image rm -f $(ORDERAGG_IMAGE) $(REDIS_IMAGE) >/dev/null 2>&1
+	-docker image rm -f $(ORDERAGG_IMAGE) $(REDIS_IMAGE) $(ORDERAGG_PROMETHEUS_IMAGE) >/dev/null 2>&1
 
