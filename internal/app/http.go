@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"log/slog"
 	"net"
@@ -31,31 +32,40 @@ func httpTimeouts(deadline, readHeader time.Duration) timeouts {
 	return timeouts{readHeader: readHeader, read: max(10*time.Second, readHeader), write: deadline + 10*time.Second, idle: 60 * time.Second}
 }
 
-// listen opens addr and returns the host guard of the address it got (a
-// loopback address serves only loopback and allowed Host names).
-func listen(addr string, allowedHosts []string) (net.Listener, *handlers.HostGuard, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	return ln, handlers.NewHostGuard(ln.Addr(), allowedHosts), nil
+// program is what a running program owns: the close stack of everything
+// it opened, and its HTTP servers, the first of which to stop by itself
+// says so on failed.
+type program struct {
+	logger  *slog.Logger
+	allowed []string // --allowed-hosts
+	closers closeStack
+	failed  chan error // buffered, of one
 }
 
 // server is an http.Server with the goroutine that runs it: Shutdown stops
 // it and waits for that goroutine, so nothing outlives the program.
 type server struct {
 	*http.Server
-	wg   sync.WaitGroup
+	addr string       // the address it listens on
 	open atomic.Int64 // client connections held now, hijacked ones not counted
+	wg   sync.WaitGroup
 }
 
-// serveHTTP serves h on ln until the returned server is shut down. Request
-// headers are limited to 64 KiB (net/http allows 4 KiB beyond
-// MaxHeaderBytes; 431 past it). The server's own errors (failed accepts,
-// bad requests it answers itself) go to logger.
-func serveHTTP(ln net.Listener, h http.Handler, t timeouts, logger *slog.Logger) *server {
-	srv := &server{Server: &http.Server{
-		Handler:           h,
+// serve listens on addr and serves there the handler build makes around
+// the address's host guard (a loopback address serves only loopback and
+// allowed Host names), until the close stack shuts it down: pushed after
+// everything the handler uses, it stops taking requests and finishes those
+// in flight before they go. Request headers are limited to 64 KiB
+// (net/http allows 4 KiB beyond MaxHeaderBytes; 431 past it). The server's
+// own errors (failed accepts, bad requests it answers itself) are logged.
+func (p *program) serve(name, addr string, t timeouts, build func(*handlers.HostGuard) http.Handler) (*server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	logger := p.logger.With("server", name)
+	srv := &server{addr: ln.Addr().String(), Server: &http.Server{
+		Handler:           build(handlers.NewHostGuard(ln.Addr(), p.allowed)),
 		ReadHeaderTimeout: t.readHeader,
 		ReadTimeout:       t.read,
 		WriteTimeout:      t.write,
@@ -73,14 +83,16 @@ func serveHTTP(ln net.Listener, h http.Handler, t timeouts, logger *slog.Logger)
 	}
 	srv.wg.Go(func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server stopped", "addr", ln.Addr().String(), "err", err)
+			logger.Error("http server stopped", "addr", srv.addr, "err", err)
+			select {
+			case p.failed <- fmt.Errorf("%s server: %w", name, err):
+			default: // another one said it first
+			}
 		}
 	})
-	return srv
+	p.closers.push(name+" server", srv.Shutdown)
+	return srv, nil
 }
-
-// Open reports the client connections the server holds now.
-func (s *server) Open() int64 { return s.open.Load() }
 
 // Shutdown stops accepting, waits for requests in flight (bounded by ctx,
 // after which the rest are cut) and for the serving goroutine.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/testenv"
 )
 
@@ -205,20 +206,20 @@ func TestServerErrorLogIsRateLimitedWarn(t *testing.T) {
 	}
 }
 
-// serveHTTP's server reports its own errors through that log, at WARN.
+// A server reports its own errors through that log, at WARN.
 func TestStartHTTPLogsServerErrorsAtWarn(t *testing.T) {
 	rec := &recordingHandler{}
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		w.WriteHeader(http.StatusTeapot) // net/http complains through ErrorLog
 	})
-	ln, _, err := listen("127.0.0.1:0", nil)
+	p := &program{logger: slog.New(rec), failed: make(chan error, 1)}
+	defer p.closers.closeAll(slog.New(slog.DiscardHandler), time.Second)
+	srv, err := p.serve("api", "127.0.0.1:0", httpTimeouts(time.Second, 0), func(*handlers.HostGuard) http.Handler { return h })
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := serveHTTP(ln, h, httpTimeouts(time.Second, 0), slog.New(rec))
-	defer srv.Shutdown(context.Background())
-	addr := ln.Addr().String()
+	addr := srv.addr
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + addr + "/")
 	if err != nil {

@@ -67,7 +67,7 @@ func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *ech
 		err := dec.Decode(&req)
 		f, ok := forces[req.Force]
 		if err != nil || !ok || dec.More() {
-			return badRequest(`body must be {"force":"open"|"closed"|"none"}`)
+			return &APIError{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: `body must be {"force":"open"|"closed"|"none"}`}
 		}
 		if err := ctl.ForceBreaker(c.Param("dep"), f); err != nil {
 			return controlError(c.Param("dep"), err)
@@ -103,9 +103,5 @@ func controlError(dep string, err error) error {
 	if errors.Is(err, ErrUnknownDependency) {
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "unknown dependency " + strconv.Quote(dep)}
 	}
-	return badRequest(err.Error())
-}
-
-func badRequest(msg string) error {
-	return &APIError{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: msg}
+	return &APIError{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: err.Error()}
 }

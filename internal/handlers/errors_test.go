@@ -19,14 +19,3 @@ func TestWriteError(t *testing.T) {
 		t.Errorf("body %q: %+v %v", w.Body, b, err)
 	}
 }
-
-// WriteJSON: a value that cannot be encoded is a 500 error document,
-// never half a body.
-func TestWriteJSONUnencodable(t *testing.T) {
-	w := httptest.NewRecorder()
-	WriteJSON(w, http.StatusOK, map[string]any{"f": func() {}})
-	var b ErrorBody
-	if w.Code != http.StatusInternalServerError || json.Unmarshal(w.Body.Bytes(), &b) != nil || b.Error.Code != "INTERNAL" {
-		t.Errorf("status %d body %q", w.Code, w.Body)
-	}
-}

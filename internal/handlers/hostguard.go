@@ -22,23 +22,17 @@ import (
 // The zero HostGuard serves everything; it is safe for concurrent use.
 type HostGuard struct {
 	loopbackOnly bool
-	anyHost      bool
-	allowed      map[string]bool // lower-case host names, without port
+	allowed      map[string]bool // normalized host names without port; "*" allows any
 }
 
 // NewHostGuard returns the HostGuard of a listener bound to listen. allowed
 // are extra host names served (case-insensitive; a port given is ignored);
 // "*" allows any host.
 func NewHostGuard(listen net.Addr, allowed []string) *HostGuard {
-	g := &HostGuard{allowed: map[string]bool{}}
-	if tcp, ok := listen.(*net.TCPAddr); ok {
-		g.loopbackOnly = tcp.IP.IsLoopback()
-	}
+	tcp, ok := listen.(*net.TCPAddr)
+	g := &HostGuard{loopbackOnly: ok && tcp.IP.IsLoopback(), allowed: map[string]bool{}}
 	for _, h := range allowed {
-		h = hostOnly(h)
-		if h == "*" {
-			g.anyHost = true
-		} else if h != "" {
+		if h = hostOnly(h); h != "" {
 			g.allowed[h] = true
 		}
 	}
@@ -55,7 +49,7 @@ func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 		case g.loopbackOnly && !g.trusted(hostOnly(r.Host)):
 			WriteError(w, http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST",
 				"this server answers only to loopback host names and --allowed-hosts")
-		case changesState(r.Method) && !g.sameSite(r):
+		case r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions && !g.sameSite(r):
 			WriteError(w, http.StatusForbidden, "CROSS_ORIGIN",
 				"a state-changing request from another site is refused; add its host to --allowed-hosts")
 		default:
@@ -69,7 +63,7 @@ func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 func (g *HostGuard) sameSite(r *http.Request) bool {
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
-		return err == nil && g.trusted(normalize(u.Hostname()))
+		return err == nil && g.trusted(hostOnly(u.Host))
 	}
 	return r.Header.Get("Sec-Fetch-Site") != "cross-site"
 }
@@ -77,25 +71,16 @@ func (g *HostGuard) sameSite(r *http.Request) bool {
 // trusted reports whether host (normalized, without port) is loopback or
 // allowed.
 func (g *HostGuard) trusted(host string) bool {
-	if host == "localhost" || g.anyHost || g.allowed[host] {
-		return true
-	}
 	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return host == "localhost" || g.allowed["*"] || g.allowed[host] || ip != nil && ip.IsLoopback()
 }
 
-func changesState(method string) bool {
-	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
-}
-
-// hostOnly is a Host header's name without its port or brackets, normalized.
+// hostOnly is a host[:port]'s name without its port or brackets, in lower
+// case and without a trailing dot.
 func hostOnly(hostport string) string {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		hostport = h
 	}
-	return normalize(strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"))
-}
-
-func normalize(host string) string {
-	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(host)), ".")
+	host := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(hostport), "["), "]")
+	return strings.TrimSuffix(strings.ToLower(host), ".")
 }

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,93 +75,66 @@ func (h *orders) get(c echo.Context) error {
 	return c.JSONBlob(http.StatusOK, body)
 }
 
+// sectionHead is what every section of the page says before its body.
+type sectionHead struct {
+	Source   orderdetail.Source `json:"source"`
+	Degraded bool               `json:"degraded"`
+	Reason   orderdetail.Reason `json:"reason,omitempty"`
+	AsOf     *time.Time         `json:"as_of,omitempty"`
+}
+
 // encodePage is the contract's page document, its keys in a reader's
 // order: order_id, degraded, then each section under its name in page
-// order, holding source, degraded, reason and as_of, then its body's fields
-// (or its body under BodyKey, "data" for the order).
+// order.
 func encodePage(p *orderdetail.Page) ([]byte, error) {
-	page := object{{"order_id", p.OrderID}, {"degraded", p.Degraded}}
+	doc, _ := json.Marshal(struct {
+		OrderID  string `json:"order_id"`
+		Degraded bool   `json:"degraded"`
+	}{p.OrderID, p.Degraded})
 	for _, s := range p.Sections {
-		section := object{{"source", s.Source}, {"degraded", s.Degraded}}
-		if s.Reason != "" {
-			section = append(section, field{"reason", s.Reason})
+		section, err := encodeSection(s)
+		if err == nil {
+			section, err = json.Marshal(map[string]json.RawMessage{s.Name: section})
 		}
-		if !s.AsOf.IsZero() {
-			section = append(section, field{"as_of", s.AsOf.UTC()})
-		}
-		body, err := bodyFields(s)
 		if err != nil {
 			return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
 		}
-		page = append(page, field{s.Name, append(section, body...)})
+		doc = merge(doc, section)
 	}
-	return page.MarshalJSON()
+	return doc, nil
 }
 
-// bodyFields are a section's body as fields of the section: the body's own,
-// in their order, or the body under BodyKey.
-func bodyFields(s orderdetail.Section) (object, error) {
-	if s.BodyKey != "" {
-		if s.BodyJSON != nil {
-			return object{{s.BodyKey, json.RawMessage(s.BodyJSON)}}, nil
-		}
-		return object{{s.BodyKey, s.Body}}, nil
+// encodeSection is a section's sectionHead, then its body's fields, or its
+// body under BodyKey.
+func encodeSection(s orderdetail.Section) ([]byte, error) {
+	head := sectionHead{s.Source, s.Degraded, s.Reason, nil}
+	if !s.AsOf.IsZero() {
+		asOf := s.AsOf.UTC()
+		head.AsOf = &asOf
 	}
-	raw := s.BodyJSON // a live body, encoded once by the page
-	if raw == nil {
-		var err error
-		if raw, err = json.Marshal(s.Body); err != nil {
-			return nil, err
-		}
+	headJSON, _ := json.Marshal(head)
+	body, err := s.BodyJSON, error(nil) // a live body, encoded once by the page
+	if body == nil {
+		body, err = json.Marshal(s.Body)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, errors.New("the body is not a JSON object")
+	if err == nil && s.BodyKey != "" {
+		body, err = json.Marshal(map[string]json.RawMessage{s.BodyKey: body})
 	}
-	var fields object
-	for dec.More() {
-		key, _ := dec.Token() // a string: the decoder has checked raw
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		fields = append(fields, field{key.(string), v})
+	if err == nil && (len(body) < 2 || body[0] != '{') {
+		err = errors.New("the body is not a JSON object")
 	}
-	return fields, nil
+	if err != nil {
+		return nil, err
+	}
+	return merge(headJSON, body), nil
 }
 
-// object is a JSON object that keeps its fields in order; encoding/json
-// encodes each key and value.
-type object []field
-
-type field struct {
-	key   string
-	value any
-}
-
-func (o object) MarshalJSON() ([]byte, error) {
-	b := []byte{'{'}
-	for i, f := range o {
-		k, _ := json.Marshal(f.key)
-		v, err := encode(f.value)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(append(append(b, k...), ':'), v...)
+// merge is one JSON object holding the members of a, then those of b: two
+// objects as json.Marshal writes them, with no space around their braces.
+// a's array is reused.
+func merge(a, b []byte) []byte {
+	if len(b) == 2 {
+		return a
 	}
-	return append(b, '}'), nil
-}
-
-// encode is json.Marshal without re-checking what is JSON already.
-func encode(v any) ([]byte, error) {
-	switch v := v.(type) {
-	case object:
-		return v.MarshalJSON()
-	case json.RawMessage:
-		return v, nil
-	}
-	return json.Marshal(v)
+	return append(append(a[:len(a)-1], ','), b[1:]...)
 }

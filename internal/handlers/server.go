@@ -6,6 +6,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -192,24 +193,17 @@ type ErrorBody struct {
 	} `json:"error"`
 }
 
+func errorBody(code, msg string) (b ErrorBody) {
+	b.Error.Code, b.Error.Message = code, msg
+	return b
+}
+
 // WriteError answers with status and the contract's JSON error, for plain
 // net/http handlers (the dashboard, the host check).
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
-	var b ErrorBody
-	b.Error.Code, b.Error.Message = code, msg
-	WriteJSON(w, status, b)
-}
-
-// WriteJSON answers with status and v as JSON; a value that cannot be
-// encoded becomes a 500 error document instead, never half a body.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"`+CodeInternal+`","message":"encoding failed"}}`)
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_ = json.NewEncoder(w).Encode(errorBody(code, msg))
 }
 
 // echoCodes names echo's own errors (unknown route, wrong method, …) in the
@@ -231,33 +225,23 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		var apiErr *APIError
+		apiErr := errPanicked // the same bare 500, for an error of no known kind
 		var he *echo.HTTPError
 		switch {
 		case errors.As(err, &apiErr):
 		case errors.As(err, &he):
-			code, ok := echoCodes[he.Code]
-			if !ok && he.Code >= 500 {
+			code := cmp.Or(echoCodes[he.Code], CodeBadRequest)
+			if he.Code >= 500 && code == CodeBadRequest {
 				code = CodeInternal
-			} else if !ok {
-				code = CodeBadRequest
 			}
 			apiErr = &APIError{Status: he.Code, Code: code, Message: http.StatusText(he.Code)}
 		default:
 			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
-			apiErr = errPanicked // the same bare 500
 		}
 		if apiErr.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}
-		var body ErrorBody
-		body.Error.Code, body.Error.Message = apiErr.Code, apiErr.Message
-		if c.Request().Method == http.MethodHead {
-			err = c.NoContent(apiErr.Status)
-		} else {
-			err = c.JSON(apiErr.Status, body)
-		}
-		if err != nil {
+		if err := c.JSON(apiErr.Status, errorBody(apiErr.Code, apiErr.Message)); err != nil {
 			logger.DebugContext(c.Request().Context(), "writing error response", "err", err)
 		}
 	}
