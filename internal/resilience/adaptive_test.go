@@ -65,14 +65,14 @@ func TestAdaptiveTimeout(t *testing.T) {
 		for range 12 {
 			seq = append(seq, r.second(healthy(20*time.Millisecond)))
 		}
-		// Rule: max(3×20, 2×40) + 50 = 130 ms; at most 25 % a second.
-		want := "[375ms 281ms 211ms 158ms 130ms 130ms 130ms 130ms 130ms 130ms 130ms 130ms]"
+		// Rule: max(3×20.5, 2×41) + 50 = 132 ms; at most 25 % a second.
+		want := "[375ms 281ms 211ms 158ms 132ms 132ms 132ms 132ms 132ms 132ms 132ms 132ms]"
 		if got := fmt.Sprint(seq); got != want {
 			t.Fatalf("sub-budget by second %s, want %s", got, want)
 		}
 		r.rec.mu.Lock()
 		defer r.rec.mu.Unlock()
-		if len(r.rec.timeouts) != 5 || r.rec.timeouts[0].From != 500*time.Millisecond || r.rec.timeouts[4].To != 130*time.Millisecond {
+		if len(r.rec.timeouts) != 5 || r.rec.timeouts[0].From != 500*time.Millisecond || r.rec.timeouts[4].To != 132*time.Millisecond {
 			t.Fatalf("timeout events %+v", r.rec.timeouts)
 		}
 	})
@@ -112,7 +112,7 @@ func TestAdaptiveTimeout(t *testing.T) {
 			}
 			prev = got
 		}
-		// max(3×100, 2×200) + 50 = 450 ms, within the 500 ms ceiling.
+		// max(3×102, 2×205) + 50 ≈ 460 ms, within the 500 ms ceiling.
 		if got < 410*time.Millisecond || got > 500*time.Millisecond {
 			t.Fatalf("settled at %v after the shift", got)
 		}
@@ -188,7 +188,7 @@ func TestAdaptiveTimeoutBounds(t *testing.T) {
 	t.Run("censored successes do not shrink it", func(t *testing.T) {
 		r := newAdaptRig(t, Config{Timeout: 500 * time.Millisecond, AutoTimeout: true})
 		// 1 % of calls cut at the sub-budget: the successes' tail (40 ms)
-		// says 130 ms, but the calls that timed out are slower than that.
+		// says 132 ms, but the calls that timed out are slower than that.
 		cut := func(g *Guard) {
 			healthy(20 * time.Millisecond)(g)
 			feed(g, 2, KindTimeout, 500*time.Millisecond)
@@ -203,8 +203,8 @@ func TestAdaptiveTimeoutBounds(t *testing.T) {
 		for range 15 {
 			got = r.second(healthy(20 * time.Millisecond))
 		}
-		if got != 130*time.Millisecond {
-			t.Fatalf("after the timeouts aged out: %v, want 130ms", got)
+		if got != 132*time.Millisecond {
+			t.Fatalf("after the timeouts aged out: %v, want 132ms", got)
 		}
 	})
 

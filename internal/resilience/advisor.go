@@ -3,7 +3,6 @@ package resilience
 import (
 	"cmp"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -66,13 +65,7 @@ const (
 	adaptStep     = 0.25
 )
 
-// adaptive is the state of an adaptive sub-budget (Config.AutoTimeout).
-type adaptive struct {
-	timeout  atomic.Int64 // ns: the sub-budget in force
-	lookedAt atomic.Int64 // unix ns of the last look
-}
-
-// advice is the window read for the advisor.
+// advice is the window as the advisor reads it.
 type advice struct {
 	state   State
 	c       [numCounters]int64
@@ -85,23 +78,9 @@ func (g *Guard) advise(s *settings, now time.Time) (a advice) {
 	a.state, a.c, a.ok = g.breaker.reported(), s.window.counts(now, time.Time{}), s.window.latencies(now, true).percentiles()
 	a.healthy = (a.state == StateClosed || a.state == StateForcedClosed) && a.c[cFailure]+a.c[cTimeout] < a.c[cSuccess]
 	if a.ok.Count >= AdvisorMinSuccesses {
-		a.rec = max(3*a.ok.P99, 2*a.ok.P999) + s.cfg.TimeoutMargin
-		if r := a.rec % time.Millisecond; r != 0 {
-			a.rec += time.Millisecond - r
-		}
+		a.rec = (max(3*a.ok.P99, 2*a.ok.P999) + s.cfg.TimeoutMargin + time.Millisecond - 1).Truncate(time.Millisecond)
 	}
 	return a
-}
-
-// reconfigure brings the learnt value within cfg's bounds; turning
-// AutoTimeout on starts it from cfg.Timeout.
-func (a *adaptive) reconfigure(g *Guard, old *settings, cfg *Config) {
-	from := time.Duration(a.timeout.Load())
-	if old == nil || !old.cfg.AutoTimeout {
-		from = cfg.Timeout
-	}
-	lo, hi := g.autoBounds(cfg)
-	a.timeout.Store(int64(min(max(from, lo), hi)))
 }
 
 // autoBounds are an adaptive sub-budget's limits, timeout_min and
@@ -117,7 +96,7 @@ func (g *Guard) autoBounds(cfg *Config) (lo, hi time.Duration) {
 // inForce is the sub-budget in force.
 func (g *Guard) inForce(s *settings) time.Duration {
 	if s.cfg.AutoTimeout {
-		return time.Duration(g.auto.timeout.Load())
+		return time.Duration(g.learnt.Load())
 	}
 	return s.cfg.Timeout
 }
@@ -125,8 +104,8 @@ func (g *Guard) inForce(s *settings) time.Duration {
 // timeout is the sub-budget of a call starting at now, once an adaptive
 // one has had its look at the window.
 func (g *Guard) timeout(s *settings, now time.Time) time.Duration {
-	last := g.auto.lookedAt.Load()
-	if s.cfg.AutoTimeout && now.UnixNano()-last >= int64(adaptEvery) && g.auto.lookedAt.CompareAndSwap(last, now.UnixNano()) {
+	last := g.lookedAt.Load()
+	if s.cfg.AutoTimeout && now.UnixNano()-last >= int64(adaptEvery) && g.lookedAt.CompareAndSwap(last, now.UnixNano()) {
 		if change := g.adapt(s, now); change != nil {
 			if l, ok := g.listener.(TimeoutListener); ok {
 				l.OnTimeoutChange(*change)
@@ -147,7 +126,7 @@ func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 		return nil
 	}
 	lo, hi := g.autoBounds(&s.cfg)
-	target, cur := min(max(a.rec, lo), hi), time.Duration(g.auto.timeout.Load())
+	target, cur := min(max(a.rec, lo), hi), time.Duration(g.learnt.Load())
 	diff, step := target-cur, time.Duration(adaptStep*float64(cur))
 	switch {
 	case diff < 0 && a.c[cTimeout]*1000 > a.c[cSuccess]+a.c[cFailure]+a.c[cTimeout]:
@@ -159,7 +138,7 @@ func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 	if next == cur {
 		return nil
 	}
-	g.auto.timeout.Store(int64(next))
+	g.learnt.Store(int64(next))
 	return &TimeoutChange{Dependency: g.name, From: cur, To: next, At: now, Recommended: target, Successes: a.ok.Count}
 }
 

@@ -87,46 +87,40 @@ func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, c
 	return ticket(b.gen), true, change
 }
 
-// probeDone settles a half-open probe (other tickets are ignored) by the
-// attempt's kind: an answer counts towards closing, a probe that learned
-// nothing (KindDeadline) gives its place back, anything else re-opens the
-// breaker for a longer sleep.
-func (b *breaker) probeDone(t ticket, k Kind, now time.Time, cfg *BreakerConfig) *StateChange {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case t == 0 || uint64(t) != b.gen || b.state != StateHalfOpen:
-		return nil
-	case k == KindDeadline:
-		b.probes--
-		return nil
-	case k != KindSuccess && k != KindBadRequest:
-		b.level++
-		return b.open(now, cfg)
-	}
-	if b.probeOKs++; b.probeOKs < cfg.HalfOpenProbes {
-		return nil
-	}
-	b.closedSince, b.streak = now, 0
-	return b.set(StateClosed, now)
-}
-
-// onAttempt feeds a closed breaker an attempt the caller did not cut: a
-// failure or timeout extends the run of failures, an answer ends it. It
-// opens the breaker when the run reaches ConsecutiveFailures, or when a bad
-// or slow attempt brings the window (since the last close) to MinRequests
-// calls whose error or slow rate reaches its threshold.
-func (b *breaker) onAttempt(e Event, slow bool, w *window, cfg *BreakerConfig) *StateChange {
+// record feeds the breaker an attempt's outcome. A probe's (t != 0) settles
+// it: an answer counts towards closing, a probe that learned nothing
+// (KindDeadline) gives its place back, anything else re-opens the breaker
+// for a longer sleep. Any other attempt the caller did not cut feeds a
+// closed breaker: a failure or timeout extends the run of failures, an
+// answer ends it. It opens when the run reaches ConsecutiveFailures, or
+// when a bad or slow attempt brings the window (since the last close) to
+// MinRequests calls whose error or slow rate reaches its threshold.
+func (b *breaker) record(t ticket, e Event, slow bool, w *window, cfg *BreakerConfig) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bad, end := e.Kind == KindFailure || e.Kind == KindTimeout, e.Start.Add(e.Duration)
+	answered := e.Kind == KindSuccess || e.Kind == KindBadRequest
 	switch {
+	case t != 0 && (uint64(t) != b.gen || b.state != StateHalfOpen):
+		return nil // a probe of a spell that is over
+	case t != 0 && e.Kind == KindDeadline:
+		b.probes--
+		return nil
+	case t != 0 && !answered:
+		b.level++
+		return b.open(end, cfg)
+	case t != 0:
+		if b.probeOKs++; b.probeOKs < cfg.HalfOpenProbes {
+			return nil
+		}
+		b.closedSince, b.streak = end, 0
+		return b.set(StateClosed, end)
 	case bad:
 		b.streak++
-	case e.Kind == KindSuccess || e.Kind == KindBadRequest:
+	case answered:
 		b.streak = 0
 	}
-	if b.force != ForceNone || b.state != StateClosed || !(bad || slow) {
+	if b.force != ForceNone || b.state != StateClosed || !(bad || slow) || e.Kind == KindDeadline {
 		return nil
 	}
 	if b.streak < cfg.ConsecutiveFailures {

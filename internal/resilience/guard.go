@@ -61,11 +61,10 @@ func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN 
 // WithListener sets the listener of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
-// WithCallsEnd tells the guard the most a caller ever gives a call: the
-// page's deadline minus its reserve. A cut there is the caller's DEADLINE,
-// which the breaker never sees, so an adaptive sub-budget stays strictly
-// below it (a millisecond at least) and Snapshot warns when the recommended
-// timeout reaches it. 0, the default: no such bound.
+// WithCallsEnd sets the most a caller ever gives a call (the page's deadline
+// minus its reserve; 0, the default: no bound). A cut there is the caller's
+// DEADLINE, unseen by the breaker, so an adaptive sub-budget stays at least
+// a millisecond below it and Snapshot warns when the recommendation reaches it.
 func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd = d } }
 
 // WithTracerProvider makes the guard start spans; without it, it starts
@@ -92,7 +91,8 @@ type Guard struct {
 	cur      atomic.Pointer[settings]
 	bulkhead bulkhead
 	breaker  breaker
-	auto     adaptive
+	learnt   atomic.Int64 // ns: the adaptive sub-budget in force
+	lookedAt atomic.Int64 // unix ns of the adaptive sub-budget's last look at the window
 }
 
 // settings is one configuration and the window it is measured over.
@@ -134,7 +134,12 @@ func (g *Guard) Reconfigure(cfg Config) error {
 		next.window = old.window
 	}
 	g.bulkhead.resize(cfg.Bulkhead.MaxConcurrent)
-	g.auto.reconfigure(g, old, &cfg)
+	from := time.Duration(g.learnt.Load()) // kept, within the new bounds, while it stays adaptive
+	if old == nil || !old.cfg.AutoTimeout {
+		from = cfg.Timeout
+	}
+	lo, hi := g.autoBounds(&cfg)
+	g.learnt.Store(int64(min(max(from, lo), hi)))
 	g.cur.Store(next)
 	return nil
 }
@@ -229,14 +234,14 @@ func (c *call[T]) admit() error {
 		wait = min(wait, cfg.Bulkhead.MaxWait)
 	}
 	if kind := g.bulkhead.acquire(c.ctx, cfg.Bulkhead.MaxQueue, wait, g.clock); kind != KindSuccess {
-		g.breaker.probeDone(t, KindDeadline, c.start, &cfg.Breaker) // a probe that never ran gives its place back
+		g.breaker.record(t, Event{Kind: KindDeadline, Start: c.start}, false, c.s.window, &cfg.Breaker) // a probe that never ran gives its place back
 		return c.refuse(kind, c.ctx.Err())
 	}
 	return nil
 }
 
-// refuse records a call that never reached the dependency; one refused for
-// want of budget is no event of the window's.
+// refuse records a call that never reached the dependency (in the window
+// unless for want of budget).
 func (c *call[T]) refuse(kind Kind, cause error) error {
 	if kind != KindDeadline {
 		c.s.window.add(c.start, counter(kind))
@@ -278,20 +283,15 @@ func (c *call[T]) classify(ctx context.Context, err error) Kind {
 }
 
 // settle records a finished attempt in the window, feeds the breaker and
-// tells the listener and the call's span. A cut by the caller (KindDeadline)
-// says nothing of the dependency: neither window nor breaker hears of it,
-// but a probe so cut gives its place back.
+// tells the listener and the call's span. A cut by the caller says nothing
+// of the dependency.
 func (c *call[T]) settle(e Event) {
 	g, cfg := c.g, &c.s.cfg.Breaker
 	slow := e.Duration >= cmp.Or(cfg.SlowCallDuration, g.inForce(c.s)*8/10) // by default 80% of the sub-budget
 	if e.Kind != KindDeadline {
 		c.s.window.record(e, slow)
 	}
-	if c.probe != 0 {
-		g.notify(g.breaker.probeDone(c.probe, e.Kind, e.Start.Add(e.Duration), cfg))
-	} else if e.Kind != KindDeadline {
-		g.notify(g.breaker.onAttempt(e, slow, c.s.window, cfg))
-	}
+	g.notify(g.breaker.record(c.probe, e, slow, c.s.window, cfg))
 	g.tell(c.ctx, e)
 	if c.span.IsRecording() {
 		c.span.AddEvent("attempt", trace.WithAttributes(attribute.Int("orderagg.attempt", e.Attempt),
@@ -326,9 +326,9 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 	}
 }
 
-// budgetLeft reports whether the retry budget has room: retries and hedges
-// in the window stay under BudgetPercent of the calls plus BudgetMin, so
-// that an outage does not multiply the load on a sick dependency.
+// budgetLeft reports whether retries and hedges in the window are under
+// BudgetPercent of the calls plus BudgetMin, so that an outage does not
+// multiply the load on a sick dependency.
 func (c *call[T]) budgetLeft(now time.Time) bool {
 	n, r := c.s.window.counts(now, time.Time{}), &c.s.cfg.Retry
 	extra := n[cRetry] + n[cHedge]

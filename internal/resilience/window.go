@@ -1,8 +1,7 @@
 package resilience
 
 import (
-	"math"
-	"slices"
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -32,40 +31,52 @@ const (
 var counterNames = append(kindNames[:len(kindNames):len(kindNames)],
 	"slow", "retry", "hedge", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
 
-// recentSize is how many of the latest attempts' latencies a window keeps.
-const recentSize = 4096
+// Latencies fall in log-linear bins of microseconds: one per value below
+// 16µs, then 8 per power of two, so a bin's upper bound is within 12.5% of
+// every value in it. The last bin holds everything from about 19 hours.
+const (
+	histSub    = 3
+	histLinear = 16
+	numBins    = histLinear + (36-4)<<histSub
+)
 
-// window is a rolling window of counts in buckets, each cleared when its
-// turn comes round again, and of the latencies of the latest recentSize
-// attempts that reached the dependency. It is safe for concurrent use.
+func binOf(d time.Duration) int {
+	us := uint64(max(d, 0) / time.Microsecond)
+	if us < histLinear {
+		return int(us)
+	}
+	e := bits.Len64(us) - 1
+	return min(histLinear+(e-4)<<histSub+int(us>>(e-histSub))&(1<<histSub-1), numBins-1)
+}
+
+// binUpper is the largest duration in bin b.
+func binUpper(b int) time.Duration {
+	if b < histLinear {
+		return time.Duration(b) * time.Microsecond
+	}
+	e := (b-histLinear)>>histSub + 4
+	lo := uint64(1)<<e | uint64(b-histLinear)&(1<<histSub-1)<<(e-histSub)
+	return time.Duration(lo+uint64(1)<<(e-histSub)-1) * time.Microsecond
+}
+
+// window is a rolling window of counts and latencies in buckets, a bucket
+// cleared when its turn comes round again. It is safe for concurrent use.
 type window struct {
 	mu      sync.Mutex
 	width   int64 // of a bucket, ns
 	buckets []bucket
-	recent  [recentSize]sample // a ring; a zero sample is never in the window
-	next    int
 }
 
 type bucket struct {
 	epoch  int64 // which bucket-long interval since the Unix epoch it holds
 	counts [numCounters]int64
-}
-
-type sample struct {
-	epoch int64 // of the bucket the attempt ended in
-	took  time.Duration
-	ok    bool // the attempt succeeded
+	// Latencies of the successful attempts, and of the other attempts that
+	// reached the dependency.
+	ok, other [numBins]uint32
 }
 
 func newWindow(cfg BreakerConfig) *window {
 	return &window{width: int64(cfg.Window) / int64(cfg.Buckets), buckets: make([]bucket, cfg.Buckets)}
-}
-
-// live reports whether bucket epoch is in the window ending at now and
-// started at or after since.
-func (w *window) live(epoch int64, now, since time.Time) bool {
-	last := now.UnixNano() / w.width
-	return epoch > last-int64(len(w.buckets)) && epoch <= last && epoch >= since.UnixNano()/w.width
 }
 
 // at is the bucket of now. Requires w.mu held.
@@ -76,6 +87,20 @@ func (w *window) at(now time.Time) *bucket {
 		*b = bucket{epoch: epoch}
 	}
 	return b
+}
+
+// live is the buckets of the window ending at now that started at or after
+// since. Requires w.mu held.
+func (w *window) live(now, since time.Time) []*bucket {
+	last := now.UnixNano() / w.width
+	first := max(last-int64(len(w.buckets))+1, since.UnixNano()/w.width)
+	var out []*bucket
+	for i := range w.buckets {
+		if b := &w.buckets[i]; b.epoch >= first && b.epoch <= last {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 func (w *window) add(now time.Time, c counter) {
@@ -90,8 +115,12 @@ func (w *window) add(now time.Time, c counter) {
 func (w *window) record(e Event, slow bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := w.at(e.Start.Add(e.Duration))
-	b.counts[e.Kind]++
+	b, bin := w.at(e.Start.Add(e.Duration)), binOf(e.Duration)
+	if b.counts[e.Kind]++; e.Kind == KindSuccess {
+		b.ok[bin]++
+	} else {
+		b.other[bin]++
+	}
 	if slow {
 		b.counts[cSlow]++
 	}
@@ -101,49 +130,55 @@ func (w *window) record(e Event, slow bool) {
 	if e.Hedge {
 		b.counts[cHedge]++
 	}
-	w.recent[w.next] = sample{b.epoch, e.Duration, e.Kind == KindSuccess}
-	w.next = (w.next + 1) % recentSize
 }
 
 // counts sums the counts from since (zero: the whole window) to now.
 func (w *window) counts(now, since time.Time) (out [numCounters]int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, b := range w.buckets {
-		if w.live(b.epoch, now, since) {
-			for c, n := range b.counts {
-				out[c] += n
-			}
+	for _, b := range w.live(now, since) {
+		for c, n := range b.counts {
+			out[c] += n
 		}
 	}
 	return out
 }
 
-// latencies are the window's recent latencies, sorted: of the successful
-// attempts when okOnly, else of every attempt that reached the dependency.
-func (w *window) latencies(now time.Time, okOnly bool) latencies {
-	var out latencies
+// histogram is the window's latencies, merged.
+type histogram struct {
+	bins  [numBins]int64
+	total int64
+}
+
+// latencies merges the latencies of the successful attempts when okOnly,
+// else of every attempt that reached the dependency.
+func (w *window) latencies(now time.Time, okOnly bool) *histogram {
+	h := new(histogram)
 	w.mu.Lock()
-	for _, s := range w.recent {
-		if (s.ok || !okOnly) && w.live(s.epoch, now, time.Time{}) {
-			out = append(out, s.took)
+	defer w.mu.Unlock()
+	for _, b := range w.live(now, time.Time{}) {
+		for i := range h.bins {
+			n := int64(b.ok[i])
+			if !okOnly {
+				n += int64(b.other[i])
+			}
+			h.bins[i] += n
+			h.total += n
 		}
 	}
-	w.mu.Unlock()
-	slices.Sort(out)
-	return out
+	return h
 }
 
-// latencies is a sorted sample.
-type latencies []time.Duration
-
-// quantile is the least latency that a share q (0 < q ≤ 1) of the sample
-// does not exceed; 0 of an empty sample.
-func (l latencies) quantile(q float64) time.Duration {
-	if len(l) == 0 {
-		return 0
+// quantile is the upper bound of the bin holding the q-th quantile
+// (0 < q ≤ 1); 0 when there are no latencies.
+func (h *histogram) quantile(q float64) time.Duration {
+	var seen int64
+	for i, n := range h.bins {
+		if seen += n; n > 0 && float64(seen) >= q*float64(h.total) {
+			return binUpper(i)
+		}
 	}
-	return l[max(int(math.Ceil(q*float64(len(l))))-1, 0)]
+	return 0
 }
 
 // Percentiles of latency over the window.
@@ -152,6 +187,6 @@ type Percentiles struct {
 	Count               int64
 }
 
-func (l latencies) percentiles() Percentiles {
-	return Percentiles{P50: l.quantile(0.5), P90: l.quantile(0.9), P99: l.quantile(0.99), P999: l.quantile(0.999), Count: int64(len(l))}
+func (h *histogram) percentiles() Percentiles {
+	return Percentiles{P50: h.quantile(0.5), P90: h.quantile(0.9), P99: h.quantile(0.99), P999: h.quantile(0.999), Count: h.total}
 }
