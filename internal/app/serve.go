@@ -63,7 +63,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		logger.Info("embedded demo mode: simulated downstreams in-process", "sim_addr", srv.addr, "inject_fault", hang, "clear_faults", heal)
 	}
 
-	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger)
+	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger, cache.WithTracerProvider(tel.TracerProvider()))
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}

@@ -21,9 +21,7 @@ func (k entryKey) redisKey(prefix string) string { return prefix + ":" + k.dep +
 // putScript stores an entry only if it is newer than the stored one, with its
 // TTL, in one atomic step. It replaces what it cannot compare with (another
 // type, an unreadable as_of, one beyond ARGV[5]), so a corrupt key heals on
-// the next write. as_of is in microseconds, exact in Lua's doubles. DEL drops
-// the fields a newer schema may have added.
-//
+// the next write; DEL drops the fields a newer schema may have added.
 // KEYS[1] key; ARGV: version, as_of µs, payload, TTL ms, latest believable
 // as_of µs. Returns 1 when stored, 0 when the stored entry was as new or newer.
 var putScript = redis.NewScript(`
@@ -43,34 +41,28 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `)
 
-// valueVersion is the schema version written; decode reads it and every
-// older one it still knows.
+// valueVersion is the schema version written and read.
 const valueVersion = "1"
 
 // hashFields are the fields Get reads, in decode's order.
 var hashFields = []string{"v", "as_of", "val"}
 
-// errCorrupt is a stored value that cannot be served; Get turns it into
-// orderdetail.ErrCacheCorrupt.
+// errCorrupt is a stored value that cannot be served.
 var errCorrupt = errors.New("corrupt value")
 
 // decode reads the reply of HMGET key v as_of val: found is false for an
 // absent key; an as_of after latest is corrupt.
 func decode(vals []any, latest time.Time) (e orderdetail.CacheEntry, found bool, err error) {
 	if len(vals) != 3 {
-		return e, false, errCorrupt
-	}
-	if vals[0] == nil && vals[1] == nil && vals[2] == nil {
+		return e, true, errCorrupt
+	} else if vals[0] == nil && vals[1] == nil && vals[2] == nil {
 		return e, false, nil
 	}
-	version, okV := vals[0].(string)
-	asOfText, okA := vals[1].(string)
-	payload, okP := vals[2].(string)
-	if !okV || !okA || !okP || version != valueVersion {
-		return e, true, errCorrupt
-	}
+	version, _ := vals[0].(string)
+	asOfText, _ := vals[1].(string)
+	payload, ok := vals[2].(string)
 	asOfUS, err := strconv.ParseInt(asOfText, 10, 64)
-	if err != nil || time.UnixMicro(asOfUS).After(latest) || !json.Valid([]byte(payload)) {
+	if !ok || version != valueVersion || err != nil || time.UnixMicro(asOfUS).After(latest) || !json.Valid([]byte(payload)) {
 		return e, true, errCorrupt
 	}
 	return orderdetail.CacheEntry{AsOf: time.UnixMicro(asOfUS).UTC(), Payload: []byte(payload)}, true, nil

@@ -1,6 +1,11 @@
 package cache
 
-import "time"
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
 
 // Config sets up a Store. The zero value is valid: the in-memory store with
 // the defaults below. A field at or below zero takes its default.
@@ -8,40 +13,27 @@ type Config struct {
 	// URL of Redis (--redis-url), in a form the package documentation
 	// lists; empty: the in-memory store.
 	URL string
-	// KeyPrefix starts every Redis key. Default "orderagg:v1:lastgood".
+	// KeyPrefix starts every Redis key. Default DefaultKeyPrefix.
 	KeyPrefix string
 	// WriteQueue is how many entries may wait for a writer; beyond it
-	// PutContext drops. Default 1024.
+	// PutContext drops. Default DefaultWriteQueue.
 	WriteQueue int
 	// Writers is the number of goroutines writing batches. Default 2.
 	Writers int
 	// WriteTimeout bounds the round trip of one batch. Default 200ms.
 	WriteTimeout time.Duration
-	// MaxFutureSkew is how far past now a stored as_of may be before the
-	// value is corrupt. Default 5s.
-	MaxFutureSkew time.Duration
-	// ErrorLogInterval is the least time between two log lines about failed
-	// writes; the ones between are counted in the next. Default 10s.
-	ErrorLogInterval time.Duration
 	// MemoryEntries caps the in-memory store; beyond it the least recently
 	// used entry goes. Default 20,000 (a few hundred bytes each).
 	MemoryEntries int
-	// RecentEntries caps the (dep, order) pairs whose stored copy the Store
-	// remembers to skip identical rewrites; a pair forgotten is rewritten
-	// by its next live answer. Default 65,536.
-	RecentEntries int
 }
 
-// Defaults of Config.
 const (
-	DefaultKeyPrefix        = "orderagg:v1:lastgood"
-	DefaultWriteQueue       = 1024
-	DefaultWriters          = 2
-	DefaultWriteTimeout     = 200 * time.Millisecond
-	DefaultMaxFutureSkew    = 5 * time.Second
-	DefaultErrorLogInterval = 10 * time.Second
-	DefaultMemoryEntries    = 20_000
-	DefaultRecentEntries    = 65_536
+	DefaultKeyPrefix  = "orderagg:v1:lastgood"
+	DefaultWriteQueue = 1024
+
+	maxFutureSkew    = 5 * time.Second  // a stored as_of later than now+this is corrupt
+	errorLogInterval = 10 * time.Second // the least time between two lines about failed writes
+	recentEntries    = 65_536           // (dep, order) pairs whose stored copy is remembered
 )
 
 func (c Config) withDefaults() Config {
@@ -49,12 +41,9 @@ func (c Config) withDefaults() Config {
 		c.KeyPrefix = DefaultKeyPrefix
 	}
 	orDefault(&c.WriteQueue, DefaultWriteQueue)
-	orDefault(&c.Writers, DefaultWriters)
-	orDefault(&c.WriteTimeout, DefaultWriteTimeout)
-	orDefault(&c.MaxFutureSkew, DefaultMaxFutureSkew)
-	orDefault(&c.ErrorLogInterval, DefaultErrorLogInterval)
-	orDefault(&c.MemoryEntries, DefaultMemoryEntries)
-	orDefault(&c.RecentEntries, DefaultRecentEntries)
+	orDefault(&c.Writers, 2)
+	orDefault(&c.WriteTimeout, 200*time.Millisecond)
+	orDefault(&c.MemoryEntries, 20_000)
 	return c
 }
 
@@ -70,6 +59,7 @@ type Option func(*options)
 type options struct {
 	listener Listener
 	now      func() time.Time
+	tp       trace.TracerProvider
 }
 
 // WithListener sets the function told of every read and write outcome.
@@ -78,3 +68,14 @@ func WithListener(l Listener) Option { return func(o *options) { o.listener = l 
 // WithClock replaces time.Now: the in-memory store's TTLs, the future-skew
 // check and the error log's rate read it.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithTracerProvider sets where the writers' "cache write" spans go;
+// without it there are none.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
+
+func (o options) tracer() trace.Tracer {
+	if o.tp == nil {
+		o.tp = noop.NewTracerProvider()
+	}
+	return o.tp.Tracer("github.com/orderagg/orderagg/internal/cache")
+}

@@ -1,7 +1,5 @@
 package cache
 
-import "sync/atomic"
-
 // Event is one outcome of a read or a write.
 type Event uint8
 
@@ -36,12 +34,13 @@ type Stats struct {
 	Queued, QueueCapacity                             int // entries waiting for a writer now; Config.WriteQueue
 }
 
-type counters [numEvents]atomic.Uint64
-
-func (c *counters) snapshot() Stats {
+// Stats returns the event counts since Open and the queue's depth.
+func (s *Store) Stats() Stats {
+	c := &s.counts
 	return Stats{
 		Hits: c[EventHit].Load(), Misses: c[EventMiss].Load(), Corrupt: c[EventCorrupt].Load(), ReadErrors: c[EventReadError].Load(),
 		WritesOK: c[EventWriteOK].Load(), WritesStale: c[EventWriteStale].Load(),
 		WritesDropped: c[EventWriteDropped].Load(), WriteErrors: c[EventWriteError].Load(),
+		Queued: len(s.queue), QueueCapacity: cap(s.queue),
 	}
 }

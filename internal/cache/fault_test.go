@@ -104,8 +104,7 @@ func TestUnreachableRedis(t *testing.T) {
 	const password = "s3cr3t-Pa55"
 	var logs syncBuffer
 	s, err := Open(context.Background(), Config{
-		URL:              "redis://app:" + password + "@" + refusedAddr(t) + "/2",
-		ErrorLogInterval: time.Hour,
+		URL: "redis://app:" + password + "@" + refusedAddr(t) + "/2",
 	}, bufferLogger(&logs))
 	if err != nil {
 		t.Fatalf("Open: %v", err)

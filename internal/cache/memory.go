@@ -10,11 +10,9 @@ import (
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
-// memory is the in-process store: at most Config.MemoryEntries entries,
-// the least recently used going first. An entry past its ttl is a miss and
-// is removed when read; until then it takes a place, so memory stays bounded
-// by the cap whatever the ttls. Only this package writes it, so nothing in
-// it is ever corrupt.
+// memory is the in-process store: at most Config.MemoryEntries entries, the
+// least recently used going first. An entry past its ttl is a miss, removed
+// when read; until then it takes a place, so the cap holds whatever the ttls.
 type memory struct {
 	mu      sync.Mutex
 	entries *simplelru.LRU[entryKey, memEntry]
@@ -45,14 +43,11 @@ func (m *memory) write(_ context.Context, batch []writeReq, now time.Time, settl
 	stored := make([]bool, len(batch))
 	m.mu.Lock()
 	for i, req := range batch {
-		// Microseconds, as in Redis.
-		e := orderdetail.CacheEntry{AsOf: time.UnixMicro(req.e.AsOf.UnixMicro()).UTC(), Payload: req.e.Payload}
-		cur, ok := m.entries.Peek(req.k)
-		if ok && now.Before(cur.expires) && !e.AsOf.After(cur.e.AsOf) {
-			continue
+		e := orderdetail.CacheEntry{AsOf: req.e.AsOf.Truncate(time.Microsecond).UTC(), Payload: req.e.Payload} // as in Redis
+		if cur, ok := m.entries.Peek(req.k); !ok || !now.Before(cur.expires) || e.AsOf.After(cur.e.AsOf) {
+			m.entries.Add(req.k, memEntry{e: e, expires: now.Add(req.ttl)})
+			stored[i] = true
 		}
-		m.entries.Add(req.k, memEntry{e: e, expires: now.Add(req.ttl)})
-		stored[i] = true
 	}
 	m.mu.Unlock()
 	for i, req := range batch {

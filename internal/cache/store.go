@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
@@ -28,18 +29,19 @@ type Store struct {
 	client   redis.UniversalClient // nil for the in-memory store
 	log      *slog.Logger
 	listener Listener
+	tracer   trace.Tracer
 	now      func() time.Time
-	counts   counters
+	counts   [numEvents]atomic.Uint64
 
 	recentMu sync.Mutex
 	recent   *simplelru.LRU[entryKey, recentCopy]
 
 	queue       chan writeReq
+	pending     atomic.Int64  // entries accepted and not yet settled
 	draining    chan struct{} // closed by Close: the writers empty the queue and exit
 	writeCtx    context.Context
 	cancelWrite context.CancelFunc // ends the writes when Close gives up draining
 	writers     sync.WaitGroup
-	pending     atomic.Int64 // entries accepted and not yet settled
 	closed      atomic.Bool
 	closeOnce   sync.Once
 	closeErr    error
@@ -52,23 +54,22 @@ var _ orderdetail.LastGood = (*Store)(nil)
 
 // backend is where entries live: Redis or process memory.
 type backend interface {
-	// get reads one entry; found is false when there is none; a value
-	// that cannot be served is errCorrupt.
+	// get reads one entry; found is false when there is none; a value that
+	// cannot be served is errCorrupt.
 	get(ctx context.Context, k entryKey, now time.Time) (e orderdetail.CacheEntry, found bool, err error)
-	// write stores the batch, each entry only if newer than the stored one,
-	// and tells settle each entry's outcome: stored, or refused as older.
+	// write stores each entry of the batch only if it is newer than the
+	// stored one, and tells settle its outcome: stored, refused or failed.
 	write(ctx context.Context, batch []writeReq, now time.Time, settle func(req writeReq, stored bool, err error))
 	close() error
 }
 
-// writeReq is one accepted PutContext. origin is the request's context: its
-// values (the trace) are used, never its cancellation.
+// writeReq is one accepted PutContext; link is the span of its request.
 type writeReq struct {
-	origin context.Context
-	k      entryKey
-	e      orderdetail.CacheEntry
-	ttl    time.Duration
-	sum    uint64 // digest of e.Payload
+	k    entryKey
+	e    orderdetail.CacheEntry
+	ttl  time.Duration
+	sum  uint64 // digest of e.Payload
+	link trace.SpanContext
 }
 
 // recentCopy is what the Store knows of one key's stored copy: the newest
@@ -81,10 +82,10 @@ type recentCopy struct {
 
 var digestSeed = maphash.MakeSeed()
 
-// Open returns the store cfg names and starts its writers. It fails only
-// for an invalid URL or a done ctx; a Redis that does not answer a ping
-// within 500ms (or ctx) is logged, and the service degrades until it does. A
-// nil logger discards. The caller must Close the Store.
+// Open returns the store cfg names and starts its writers. It fails only for
+// an invalid URL or a done ctx; a Redis that does not answer a ping within
+// 500ms (or ctx) is logged, and requests degrade until it answers. A nil
+// logger discards. The caller must Close the Store.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cache.open: %w", err)
@@ -99,30 +100,28 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 			"max_entries", cfg.MemoryEntries)
 		return newStore(cfg, newMemory(cfg.MemoryEntries), nil, logger, opts), nil
 	}
-	client, topology, err := newClient(cfg.URL)
+	client, err := newClient(cfg.URL)
 	if err != nil {
 		return nil, err
 	}
 	redis.SetLogger(clientLog{logger})
-	logger.Info("last-good cache on Redis", "url", RedactURL(cfg.URL), "topology", topology)
+	logger.Info("last-good cache on Redis", "url", redactURL(cfg.URL))
 	ping, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if err := client.Ping(ping).Err(); err != nil {
 		logger.Warn("last-good cache failed its start-up ping; requests degrade without it until it answers", "error", err)
 	}
-	return newStore(cfg, &redisBackend{client: client, prefix: cfg.KeyPrefix, skew: cfg.MaxFutureSkew}, client, logger, opts), nil
+	return newStore(cfg, &redisBackend{client: client, prefix: cfg.KeyPrefix}, client, logger, opts), nil
 }
 
-// newStore starts the writers of a Store on back.
 func newStore(cfg Config, back backend, client redis.UniversalClient, logger *slog.Logger, opts []Option) *Store {
 	o := options{now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Store{cfg: cfg, back: back, client: client, log: logger, listener: o.listener, now: o.now,
-		queue: make(chan writeReq, cfg.WriteQueue), draining: make(chan struct{}),
-		errLog: rate.NewLimiter(rate.Every(cfg.ErrorLogInterval), 1)}
-	s.recent, _ = simplelru.NewLRU[entryKey, recentCopy](cfg.RecentEntries, nil)
+	s := &Store{cfg: cfg, back: back, client: client, log: logger, listener: o.listener, tracer: o.tracer(), now: o.now,
+		queue: make(chan writeReq, cfg.WriteQueue), draining: make(chan struct{}), errLog: rate.NewLimiter(rate.Every(errorLogInterval), 1)}
+	s.recent, _ = simplelru.NewLRU[entryKey, recentCopy](recentEntries, nil)
 	s.writeCtx, s.cancelWrite = context.WithCancel(context.Background())
 	for range cfg.Writers {
 		s.writers.Go(s.runWriter)
@@ -139,49 +138,43 @@ func (s *Store) Client() redis.UniversalClient { return s.client }
 // orderdetail.ErrCacheCorrupt (which matches ErrCacheMiss). Any other error
 // is the store's failure, matching ctx.Err() when ctx ended.
 func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheEntry, error) {
-	if err := ctx.Err(); err != nil {
-		s.record(EventReadError, dep)
-		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %w", err)
+	e, found, err := orderdetail.CacheEntry{}, false, ctx.Err()
+	if err == nil {
+		e, found, err = s.back.get(ctx, entryKey{dep, orderID}, s.now())
 	}
-	e, found, err := s.back.get(ctx, entryKey{dep, orderID}, s.now())
 	switch {
 	case errors.Is(err, errCorrupt):
 		s.record(EventCorrupt, dep)
-		return orderdetail.CacheEntry{}, orderdetail.ErrCacheCorrupt
+		return e, orderdetail.ErrCacheCorrupt
 	case err != nil:
 		s.record(EventReadError, dep)
-		if cerr := contextErr(ctx); cerr != nil {
-			// go-redis reports its socket deadline, set from ctx's.
-			return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %w: %w", cerr, err)
+		cerr := ctx.Err()
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+			cerr = context.DeadlineExceeded // go-redis reports the socket deadline it set from ctx's
 		}
-		return orderdetail.CacheEntry{}, fmt.Errorf("cache.get: %w", err)
+		if cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return e, fmt.Errorf("cache.get: %w", err)
 	case !found:
 		s.record(EventMiss, dep)
-		return orderdetail.CacheEntry{}, orderdetail.ErrCacheMiss
+		return e, orderdetail.ErrCacheMiss
 	}
 	s.record(EventHit, dep)
 	return e, nil
 }
 
-// contextErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
-// but before ctx's timer has fired.
-func contextErr(ctx context.Context) error {
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return ctx.Err()
-}
-
 // PutContext hands the entry to the writers and returns at once; the caller
-// must not change e.Payload afterwards. It skips an entry identical to the
-// copy last confirmed stored while that copy is younger than ttl/4, ignores
-// one that cannot be served (zero AsOf, empty Payload, ttl <= 0), and drops
-// (counting it) one that finds the queue full or the Store closed.
+// must not change e.Payload afterwards. ctx serves only for its span, which
+// the write's span links to. It skips an entry identical to the copy last
+// confirmed stored while that copy is younger than ttl/4, ignores one that
+// cannot be served (zero AsOf, empty Payload, ttl <= 0), and drops (counting
+// it) one that finds the queue full or the Store closed.
 func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
 	if ttl <= 0 || e.AsOf.IsZero() || len(e.Payload) == 0 {
 		return
 	}
-	req := writeReq{origin: ctx, k: entryKey{dep, orderID}, e: e, ttl: ttl, sum: maphash.Bytes(digestSeed, e.Payload)}
+	req := writeReq{k: entryKey{dep, orderID}, e: e, ttl: ttl, sum: maphash.Bytes(digestSeed, e.Payload), link: trace.SpanContextFromContext(ctx)}
 	if !s.handOut(req) {
 		return
 	}
@@ -193,8 +186,7 @@ func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdeta
 		default:
 		}
 	}
-	s.record(EventWriteDropped, dep)
-	s.pending.Add(-1)
+	s.drop(req)
 }
 
 // handOut reports whether req must be written and, if so, marks it as the
@@ -243,18 +235,18 @@ func (s *Store) settle(req writeReq, stored bool, err error) {
 	}
 }
 
+// drop settles an accepted entry that will not be written. Its key stays
+// unconfirmed, so the next answer is written.
+func (s *Store) drop(req writeReq) {
+	s.record(EventWriteDropped, req.k.dep)
+	s.pending.Add(-1)
+}
+
 func (s *Store) record(ev Event, dep string) {
 	s.counts[ev].Add(1)
 	if s.listener != nil {
 		s.listener(ev, dep)
 	}
-}
-
-// Stats returns the event counts since Open and the queue's depth.
-func (s *Store) Stats() Stats {
-	st := s.counts.snapshot()
-	st.Queued, st.QueueCapacity = len(s.queue), cap(s.queue)
-	return st
 }
 
 // Flush waits until every entry accepted so far has settled, or ctx ends;
@@ -279,31 +271,23 @@ func (s *Store) Flush(ctx context.Context) error {
 // ends may hold Close up to WriteTimeout longer. Later calls return the
 // first one's result.
 func (s *Store) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
-	return s.closeErr
-}
-
-func (s *Store) shutdown(ctx context.Context) error {
-	s.closed.Store(true)
-	close(s.draining)
-	stop := context.AfterFunc(ctx, s.cancelWrite)
-	s.writers.Wait()
-	var errs []error
-	if !stop() {
-		errs = append(errs, fmt.Errorf("cache.close: queued writes abandoned: %w", ctx.Err()))
-	}
-	s.cancelWrite()
-	for drained := false; !drained; {
-		select {
-		case req := <-s.queue:
-			s.record(EventWriteDropped, req.k.dep)
-			s.pending.Add(-1)
-		default:
-			drained = true
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		close(s.draining)
+		stop := context.AfterFunc(ctx, s.cancelWrite)
+		s.writers.Wait()
+		var errs []error
+		if !stop() {
+			errs = append(errs, fmt.Errorf("cache.close: queued writes abandoned: %w", ctx.Err()))
 		}
-	}
-	if err := s.back.close(); err != nil {
-		errs = append(errs, fmt.Errorf("cache.close: %w", err))
-	}
-	return errors.Join(errs...)
+		s.cancelWrite()
+		for len(s.queue) > 0 {
+			s.drop(<-s.queue)
+		}
+		if err := s.back.close(); err != nil {
+			errs = append(errs, fmt.Errorf("cache.close: %w", err))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
 }

@@ -1,6 +1,13 @@
 package cache
 
-import "context"
+import (
+	"context"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
 
 // maxBatch bounds the entries one round trip carries.
 const maxBatch = 64
@@ -14,15 +21,9 @@ func (s *Store) runWriter() {
 		case req := <-s.queue:
 			s.writeBatch(s.fill(append(batch[:0], req)))
 		case <-s.draining:
-			for s.writeCtx.Err() == nil {
-				select {
-				case req := <-s.queue:
-					s.writeBatch(s.fill(append(batch[:0], req)))
-				default:
-					return
-				}
+			if s.writeCtx.Err() != nil || len(s.queue) == 0 {
+				return
 			}
-			return
 		}
 	}
 }
@@ -41,8 +42,24 @@ func (s *Store) fill(batch []writeReq) []writeReq {
 }
 
 // writeBatch writes one batch within WriteTimeout and settles each entry.
+// The write is a trace of its own, "cache write" (the requests have
+// ended), linked to the span of each request whose answer it stores.
 func (s *Store) writeBatch(batch []writeReq) {
 	ctx, cancel := context.WithTimeout(s.writeCtx, s.cfg.WriteTimeout)
 	defer cancel()
-	s.back.write(ctx, batch, s.now(), s.settle)
+	var links []trace.Link
+	for _, req := range batch {
+		if req.link.IsValid() && !slices.ContainsFunc(links, func(l trace.Link) bool { return l.SpanContext.Equal(req.link) }) {
+			links = append(links, trace.Link{SpanContext: req.link})
+		}
+	}
+	ctx, span := s.tracer.Start(ctx, "cache write", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.String("orderagg.dependency", "cache"), attribute.Int("orderagg.cache.entries", len(batch))))
+	defer span.End()
+	s.back.write(ctx, batch, s.now(), func(req writeReq, stored bool, err error) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		s.settle(req, stored, err)
+	})
 }

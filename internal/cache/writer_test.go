@@ -31,16 +31,15 @@ func TestWriteErrorsLogTheirCause(t *testing.T) {
 			now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 			s, err := Open(context.Background(), Config{
-				URL:              relaxed("redis://" + tc.userinfo + rd.Addr() + "/0"),
-				ErrorLogInterval: 10 * time.Second,
-				WriteTimeout:     10 * time.Second,
+				URL:          relaxed("redis://" + tc.userinfo + rd.Addr() + "/0"),
+				WriteTimeout: 10 * time.Second,
 			}, bufferLogger(&logs), WithClock(clock))
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}
 			t.Cleanup(func() { _ = s.Close(context.Background()) })
 
-			// Two rounds of writes, the second after the log interval: one
+			// Two rounds of writes, the second after the 10s log interval: one
 			// line for each, the first round's other failures held back.
 			for round := range 2 {
 				for i := range 5 {

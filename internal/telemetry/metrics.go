@@ -24,7 +24,6 @@ import (
 // on their own spans.
 const (
 	attrSpanDependency = attribute.Key("orderagg.dependency")
-	attrSpanEntries    = attribute.Key("orderagg.cache.entries")
 )
 
 // latencyBuckets (seconds): fine steps where downstreams normally answer,
