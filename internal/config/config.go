@@ -2,15 +2,15 @@
 // plain structs whose defaults are in one place (DefaultServe, DefaultSim,
 // DefaultDependencies): flags and their ORDERAGG_* environment twins, parsed
 // by ff (a flag wins over its variable), and the --config YAML file of
-// per-dependency settings, decoded by yaml.v3.
-//
-// Every error of a bad value is one line naming the flag (or the file key
-// and its line) and matches ErrUsage. The package holds no state.
+// per-dependency settings, decoded by yaml.v3. Every error of a bad value is
+// one line naming the flag (or the file key and its line) and matches
+// ErrUsage.
 package config
 
 //go:generate go test -run TestExampleFile|TestREADMEConfigTables -update .
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,22 +39,18 @@ var ErrUsage = errors.New("config: usage error")
 // EnvPrefix starts every flag's environment twin: --order-url is ORDERAGG_ORDER_URL.
 const EnvPrefix = "ORDERAGG_"
 
-// Serve is the configuration of `orderagg serve`; each field is set by the
-// flag ServeFlags names beside it, whose help says what it means.
+// Serve is the configuration of `orderagg serve`, set by the flags of
+// ServeFlags, whose help says what each field means.
 type Serve struct {
 	Addr string
 	// URLs are the downstreams' base URLs by registered name, filled from
 	// DownstreamsURL where empty. All empty: the simulators run in-process.
-	URLs           map[string]string
-	DownstreamsURL string
-	RedisURL       string // empty: an embedded, not durable store
-	// Deadline bounds one page; its calls end at Deadline − Reserve (Bounds).
-	Deadline, Reserve time.Duration
-	MaxInflight       int
-	ConfigFile        string
-	// AdminAddr is the admin API's address (empty: off); it needs AdminToken,
-	// at least MinAdminToken bytes, given directly or read from AdminTokenFile.
-	AdminAddr, AdminToken, AdminTokenFile        string
+	URLs                                         map[string]string
+	DownstreamsURL, RedisURL                     string
+	Deadline, Reserve                            time.Duration // the page's calls end at Deadline − Reserve
+	MaxInflight                                  int
+	ConfigFile                                   string
+	AdminAddr, AdminToken, AdminTokenFile        string // the token read from the file, if any
 	AllowedHosts, TrustedProxies, ForwardBaggage []string
 	MaxEventStreams                              int
 	ReadHeaderTimeout, ShutdownTimeout           time.Duration
@@ -64,12 +60,9 @@ type Serve struct {
 	Dependencies Dependencies
 }
 
-// DefaultMaxInflight is --max-inflight's default; MaxMaxInflight bounds it,
-// as the bulkheads are multiples of it.
-const DefaultMaxInflight, MaxMaxInflight = 1024, 1 << 20
-
-// MinAdminToken is the shortest admin token accepted, in bytes.
-const MinAdminToken = 16
+// Bounds of the flags: --max-inflight's default and maximum (the bulkheads
+// are multiples of it) and the shortest admin token, in bytes.
+const DefaultMaxInflight, MaxMaxInflight, MinAdminToken = 1024, 1 << 20, 16
 
 // DefaultServe returns serve's built-in configuration. The API listens on
 // loopback so a demo is not exposed (the image sets :8080); the reserve
@@ -103,7 +96,7 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the order-detail API")
 	for _, name := range downstream.Names() {
-		fs.Var(urlValue{s.URLs, name}, name+"-url", "base `URL` of the "+name+" service; empty: --downstreams-url")
+		fs.Func(name+"-url", "base `URL` of the "+name+" service; empty: --downstreams-url", func(v string) error { s.URLs[name] = v; return nil })
 	}
 	fs.StringVar(&s.DownstreamsURL, "downstreams-url", s.DownstreamsURL, "base `URL` of every downstream without its own --NAME-url; all empty: embedded simulators")
 	fs.StringVar(&s.RedisURL, "redis-url", s.RedisURL, "redis:// or rediss:// `URL` of the last-good cache; empty: embedded, not durable")
@@ -114,9 +107,9 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs.StringVar(&s.AdminAddr, "admin-addr", s.AdminAddr, "listen address of the admin API; empty: off")
 	fs.StringVar(&s.AdminToken, "admin-token", s.AdminToken, fmt.Sprintf("bearer token the admin API requires (at least %d bytes)", MinAdminToken))
 	fs.StringVar(&s.AdminTokenFile, "admin-token-file", s.AdminTokenFile, "`file` holding the admin token (keeps it out of the process list)")
-	fs.Var((*list)(&s.AllowedHosts), "allowed-hosts", allowedHostsHelp)
-	fs.Var((*list)(&s.TrustedProxies), "trusted-proxies", "`addresses` or CIDR prefixes whose X-Forwarded-For is believed, comma-separated; empty: none")
-	fs.Var((*list)(&s.ForwardBaggage), "forward-baggage", "baggage `keys` forwarded to the downstreams, comma-separated; empty: none")
+	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts))
+	fs.Func("trusted-proxies", "`addresses` or CIDR prefixes whose X-Forwarded-For is believed, comma-separated; empty: none", listOf(&s.TrustedProxies))
+	fs.Func("forward-baggage", "baggage `keys` forwarded to the downstreams, comma-separated; empty: none", listOf(&s.ForwardBaggage))
 	fs.IntVar(&s.MaxEventStreams, "max-event-streams", s.MaxEventStreams, "dashboard event streams served at once; beyond it 503")
 	fs.DurationVar(&s.ReadHeaderTimeout, "read-header-timeout", s.ReadHeaderTimeout, "a client slower than this to send its headers is disconnected")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "bound on the graceful drain after SIGINT/SIGTERM")
@@ -128,7 +121,7 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 func SimFlags(s *Sim) *flag.FlagSet {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the simulated services and the fault API")
-	fs.Var((*list)(&s.AllowedHosts), "allowed-hosts", allowedHostsHelp)
+	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts))
 	fs.TextVar(&s.LogLevel, "log-level", s.LogLevel, logLevelHelp)
 	return fs
 }
@@ -156,7 +149,7 @@ func SimUsage(w io.Writer) {
 func ParseServe(args []string) (Serve, error) { return parseServe(args, true) }
 
 // ParseServeArgs is ParseServe without the environment, for in-process
-// services (tests, the load tool) that must not depend on the caller's shell.
+// services (tests, the load tool).
 func ParseServeArgs(args []string) (Serve, error) { return parseServe(args, false) }
 
 func parseServe(args []string, env bool) (Serve, error) {
@@ -219,7 +212,11 @@ func MarkdownTable(fs *flag.FlagSet, prefix string) string {
 	b := "| flag | environment | default | meaning |\n|---|---|---|---|\n"
 	fs.VisitAll(func(f *flag.Flag) {
 		_, help := flag.UnquoteUsage(f)
-		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), orEmpty(f.DefValue, "`"), help)
+		def := "empty"
+		if f.DefValue != "" {
+			def = "`" + f.DefValue + "`"
+		}
+		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), def, help)
 	})
 	return b
 }
@@ -230,16 +227,8 @@ func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, usageLine, what string) {
 	fmt.Fprintf(w, "Usage: %s\n\n%s\nEvery flag can also be set by its environment variable; the flag wins.\n\nFlags:\n", usageLine, what)
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, help := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), orEmpty(f.DefValue, ""), help)
+		fmt.Fprintf(w, "  --%s %s  (%s, default %s)\n    \t%s\n", f.Name, typ, EnvName(prefix, f.Name), cmp.Or(f.DefValue, "empty"), help)
 	})
-}
-
-// orEmpty is a flag's default as the help shows it, quoted by q, or "empty".
-func orEmpty(def, q string) string {
-	if def == "" {
-		return "empty"
-	}
-	return q + def + q
 }
 
 // EnvName is the environment twin of the flag called name, as ff reads it.
@@ -247,9 +236,8 @@ func EnvName(prefix, name string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// check enforces the rules on the flags' values and between flags, fills in
-// the downstream URLs from --downstreams-url and reads the token file. It
-// returns the first problem.
+// check returns the first broken rule of the flags' values, having filled
+// in the downstream URLs from --downstreams-url and read the token file.
 func (s *Serve) check() error {
 	var errs []error
 	var missing []string
@@ -284,8 +272,8 @@ func (s *Serve) check() error {
 		s.readAdminToken())...)
 }
 
-// readAdminToken reads the token file, if any, and checks the token. No
-// message shows the token.
+// readAdminToken reads the token file, if any, and checks the token; no
+// message shows it.
 func (s *Serve) readAdminToken() error {
 	from := "admin-token"
 	if s.AdminTokenFile != "" {
@@ -311,9 +299,8 @@ func (s *Serve) readAdminToken() error {
 func (s Serve) Bounds() Bounds { return Bounds{Deadline: s.Deadline, Reserve: s.Reserve} }
 
 // LoadDependencies returns ConfigFile's settings laid over
-// DefaultDependenciesFor(MaxInflight), or those defaults without a file,
-// validated against Bounds. Start-up and SIGHUP run it; on error the caller
-// keeps the settings in force.
+// DefaultDependenciesFor(MaxInflight) (without a file, those defaults),
+// validated against Bounds: what start-up and SIGHUP put in force.
 func (s Serve) LoadDependencies() (Dependencies, error) {
 	deps := DefaultDependenciesFor(s.MaxInflight)
 	if s.ConfigFile != "" {
@@ -322,14 +309,13 @@ func (s Serve) LoadDependencies() (Dependencies, error) {
 	return deps, deps.Validate(s.Bounds())
 }
 
-// EmbeddedDownstreams reports whether no downstream URL is set, so the
-// simulators must run in-process.
+// EmbeddedDownstreams reports whether no downstream URL is set: the
+// simulators run in-process.
 func (s Serve) EmbeddedDownstreams() bool {
 	return !slices.ContainsFunc(downstream.Names(), func(n string) bool { return s.URLs[n] != "" })
 }
 
-// SameURL returns URLs with every registered downstream at base, as one
-// `orderagg sim` serves them all.
+// SameURL returns URLs with every registered downstream at base.
 func SameURL(base string) map[string]string {
 	out := map[string]string{}
 	for _, name := range downstream.Names() {
@@ -340,29 +326,18 @@ func SameURL(base string) map[string]string {
 
 var webSchemes = []string{"http", "https"}
 
-// list is a comma-separated flag value; blanks around entries are dropped.
-type list []string
-
-func (l *list) String() string { return strings.Join(*l, ",") }
-
-func (l *list) Set(s string) error {
-	*l = nil
-	for e := range strings.SplitSeq(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			*l = append(*l, e)
+// listOf sets a comma-separated flag's entries in *l, blanks around them dropped.
+func listOf(l *[]string) func(string) error {
+	return func(v string) error {
+		*l = nil
+		for e := range strings.SplitSeq(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				*l = append(*l, e)
+			}
 		}
+		return nil
 	}
-	return nil
 }
-
-// urlValue is a flag value held in a map, under key.
-type urlValue struct {
-	m   map[string]string
-	key string
-}
-
-func (e urlValue) String() string     { return e.m[e.key] }
-func (e urlValue) Set(v string) error { e.m[e.key] = v; return nil }
 
 // named puts the flag and its variable in front of err; nil stays nil.
 func named(name string, err error) error {
@@ -372,7 +347,7 @@ func named(name string, err error) error {
 	return fmt.Errorf("--%s (%s): %w", name, EnvName(EnvPrefix, name), err)
 }
 
-// first is the first error that is not nil: start-up errors are one line.
+// first is the first error that is not nil.
 func first(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
@@ -402,8 +377,7 @@ func atMost(v, most int) error {
 	return nil
 }
 
-// checkAddr accepts host:port with a numeric port (0: any free one), and
-// empty when optional.
+// checkAddr accepts host:port with a port 0..65535, and "" when optional.
 func checkAddr(s string, optional bool) error {
 	if s == "" && optional {
 		return nil
@@ -432,7 +406,7 @@ func isIPOrPrefix(p string) bool {
 	return errPrefix == nil || errAddr == nil
 }
 
-// isToken accepts an HTTP token, what a W3C baggage key is.
+// isToken accepts an HTTP token: a W3C baggage key.
 func isToken(k string) bool { return !strings.ContainsAny(k, " \t\"(),/:;<=>?@[\\]{}") }
 
 // userinfo runs to a word's last '@', so a password holding '/', '#' or '@' is hidden whole.

@@ -24,12 +24,12 @@ import (
 type Dependency struct {
 	resilience.Config `yaml:",inline"`
 	// CacheMaxAge is the age beyond which a last-good answer is treated as
-	// missing. Positive for every downstream; not allowed for "cache".
+	// missing: positive for every downstream, zero for "cache".
 	CacheMaxAge time.Duration `yaml:"cache_max_age" json:"cache_max_age"`
 }
 
 // NameCache names the guard of the last-good reads made when a downstream
-// fails. The downstreams' names come from internal/downstream's registry.
+// fails; the downstreams' names are internal/downstream's registry's.
 const NameCache = "cache"
 
 // ErrUnknownDependency is Patch's error for a name not in Names.
@@ -40,8 +40,7 @@ var ErrUnknownDependency = errors.New("unknown dependency")
 // a new map; Update changes this one. Start from DefaultDependencies.
 type Dependencies map[string]Dependency
 
-// Names returns the dependency names in their fixed order: the registered
-// downstreams in page order, then cache.
+// Names returns the registered downstreams in page order, then cache.
 func (Dependencies) Names() []string { return append(downstream.Names(), NameCache) }
 
 // Get returns the named dependency's settings, and false for an unknown name.
@@ -50,8 +49,8 @@ func (d Dependencies) Get(name string) (Dependency, bool) {
 	return dep, ok
 }
 
-// Update changes the named dependency's settings with f; it reports false,
-// changing nothing, for a name d does not hold.
+// Update changes the named dependency's settings with f, and reports false
+// for a name d does not hold.
 func (d Dependencies) Update(name string, f func(*Dependency)) bool {
 	dep, ok := d[name]
 	if ok {
@@ -64,12 +63,11 @@ func (d Dependencies) Update(name string, f func(*Dependency)) bool {
 // DefaultDependencies is DefaultDependenciesFor(DefaultMaxInflight).
 func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultMaxInflight) }
 
-// DefaultDependenciesFor returns the built-in settings with every field
-// filled in: each registry entry's Defaults (the entry says why each number)
-// and CacheDefaults. A bulkhead they leave unset never refuses a call while
-// maxInflight pages are admitted: maxInflight slots for a downstream (twice
-// that with hedging), and for the cache one last-good read per section of
-// every page.
+// DefaultDependenciesFor returns the registry entries' Defaults and
+// CacheDefaults, every field filled in. A bulkhead they leave unset never
+// refuses a call while maxInflight pages are admitted: maxInflight slots for
+// a downstream (twice that with hedging), and for the cache one read per
+// section of every page.
 func DefaultDependenciesFor(maxInflight int) Dependencies {
 	d := Dependencies{NameCache: {Config: CacheDefaults}}
 	for _, e := range downstream.Registered() {
@@ -91,16 +89,16 @@ func DefaultDependenciesFor(maxInflight int) Dependencies {
 	return d
 }
 
-// CacheDefaults are the last-good reads' own settings (zero fields take
-// resilience's defaults). The reads run inside --reserve after a downstream
-// failed: two 50ms reads fit the 100ms reserve, and a retry would eat it.
+// CacheDefaults are the last-good reads' own settings, within --reserve
+// after a downstream failed: two 50ms reads fit the 100ms reserve, and a
+// retry would eat it.
 var CacheDefaults = resilience.Config{
 	Timeout: 50 * time.Millisecond,
 	Retry:   resilience.RetryConfig{MaxAttempts: 1},
 }
 
 // Bounds are the page's time limits (--deadline, --reserve) that every
-// dependency's settings must fit; see Validate.
+// dependency's settings must fit.
 type Bounds struct{ Deadline, Reserve time.Duration }
 
 // CallsEnd is when, after a page starts, its calls are cut: Deadline − Reserve.
@@ -113,7 +111,7 @@ func (b Bounds) CallsEnd() time.Duration { return b.Deadline - b.Reserve }
 // call would end as the page's DEADLINE, which no breaker counts), and a
 // reserve or fallback_timeout not longer than cache.timeout (a last-good
 // read would be cut before its own guard times it out). Start-up, SIGHUP
-// reload and admin PATCH run it before putting settings in force.
+// and admin PATCH run it before putting settings in force.
 func (d Dependencies) Validate(b Bounds) error {
 	if key, msg := d.problem(b); key != "" {
 		return errors.New(key + ": " + msg)
@@ -121,8 +119,8 @@ func (d Dependencies) Validate(b Bounds) error {
 	return nil
 }
 
-// problem is Validate's finding as the key at fault and what is wrong with
-// it; "" when all is well.
+// problem is Validate's finding: the key at fault and what is wrong with
+// it, or "".
 func (d Dependencies) problem(b Bounds) (key, msg string) {
 	reserve, cache := "--reserve ("+EnvName(EnvPrefix, "reserve")+")", d[NameCache]
 	blind := fmt.Sprintf("must be shorter than --deadline %v minus --reserve %v = %v, or a hang is cut as the page's DEADLINE, which the breaker never sees",
@@ -191,8 +189,8 @@ func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, e
 }
 
 // Settings returns d as a tree of maps keyed like the --config file, with
-// durations in their short form ("300ms", "10m", "24h"): what the admin API shows, and a PATCH body
-// that gives the same settings back.
+// durations in their short form ("300ms", "10m", "24h"): what the admin API
+// shows, and a PATCH body that gives the same settings back.
 func (d Dependency) Settings() map[string]any {
 	var out map[string]any
 	b, err := yaml.Marshal(d)
@@ -226,11 +224,11 @@ func shorten(m map[string]any) map[string]any {
 	return m
 }
 
-// LoadFile reads the YAML file at path (one top-level key, dependencies,
-// then one section per name of Names) and lays it over base, normally
-// DefaultDependencies, so a key removed from the file returns to its default
-// on reload. An unknown key, a value of the wrong type and every problem
-// Validate finds against b is an error naming the key and its line.
+// LoadFile reads the YAML file at path (dependencies, then one section per
+// name of Names) and lays it over base, normally the defaults, so a key
+// removed from the file returns to its default on reload. An unknown key, a
+// value of the wrong type and what Validate finds against b is an error
+// naming the key and its line.
 func LoadFile(path string, base Dependencies, b Bounds) (Dependencies, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -312,8 +310,8 @@ func parse(data []byte) (*yaml.Node, error) {
 }
 
 // knownKeys refuses, naming it and its line, a key of the mapping n that the
-// tree known (keyed like the file, as Settings) does not hold. Values of
-// another shape are left for the decoder to refuse.
+// tree known (as Settings) does not hold; values of another shape are the
+// decoder's to refuse.
 func knownKeys(n *yaml.Node, prefix string, known map[string]any) error {
 	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]

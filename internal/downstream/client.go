@@ -13,6 +13,7 @@
 package downstream
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,7 +91,7 @@ func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 	if api.Path == nil || api.Check == nil {
 		return nil, fmt.Errorf("downstream: %s: an API needs a path and a check", api.Name)
 	}
-	idle := or(c.MaxIdleConns, 100)
+	idle := cmp.Or(c.MaxIdleConns, 100)
 	pool := &http.Transport{
 		DialContext:       (&net.Dialer{Timeout: 200 * time.Millisecond, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2: true, MaxIdleConns: idle, MaxIdleConnsPerHost: idle,
@@ -101,15 +102,8 @@ func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 		rt = c.WrapTransport(api.Name, pool)
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool, maxBody: or(c.MaxBodyBytes, 1<<20),
-		http: &http.Client{Transport: rt, CheckRedirect: noRedirect, Timeout: or(c.Timeout, 2*time.Second)}}, nil
-}
-
-func or[N int | int64 | time.Duration](v, def N) N {
-	if v == 0 {
-		return def
-	}
-	return v
+	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool, maxBody: cmp.Or(c.MaxBodyBytes, 1<<20),
+		http: &http.Client{Transport: rt, CheckRedirect: noRedirect, Timeout: cmp.Or(c.Timeout, 2*time.Second)}}, nil
 }
 
 // Close closes idle connections; calls in flight go on.
