@@ -31,13 +31,10 @@ type Event struct {
 // Name is the event's name: the kind's, or fallback_success or
 // fallback_failure.
 func (e Event) Name() string {
-	switch {
-	case !e.Fallback:
-		return e.Kind.String()
-	case e.Kind == KindSuccess:
-		return "fallback_success"
+	if e.Fallback {
+		return "fallback_" + e.Kind.String()
 	}
-	return "fallback_failure"
+	return e.Kind.String()
 }
 
 // Listener hears a guard's events and breaker transitions, synchronously on
