@@ -1,13 +1,6 @@
 // Command orderagg serves an order-detail page under a hard deadline when the
-// services behind it are slow, failing or gone.
-//
-//	orderagg [serve] [flags]       the order-detail service (default)
-//	orderagg sim [flags]           the four simulated downstreams, with fault injection
-//	orderagg healthcheck [flags]   probes a running service (images without a shell)
-//	orderagg version               prints the build's version
-//
-// Every flag has an ORDERAGG_* environment twin; `orderagg <command> --help`
-// lists them with their defaults.
+// services behind it are slow, failing or gone. `orderagg --help` lists its
+// commands, `orderagg <command> --help` their flags.
 package main
 
 import (

@@ -30,7 +30,7 @@ var _ handlers.Control = (*control)(nil)
 func (c *control) Settings() map[string]map[string]any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]map[string]any, len(c.guards))
+	out := make(map[string]map[string]any, len(c.deps))
 	for name, d := range c.deps {
 		out[name] = d.Settings()
 	}
@@ -44,36 +44,42 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	if errors.Is(err, config.ErrUnknownDependency) {
 		return nil, fmt.Errorf("%w: %s", handlers.ErrUnknownDependency, dep)
 	}
+	if err == nil {
+		_, err = c.putLocked(next, "admin", "settings changed")
+	}
 	if err != nil {
 		return nil, err
 	}
-	before, after := c.deps[dep], next[dep]
-	if err := c.applyLocked(dep, after); err != nil {
-		return nil, err
-	}
-	c.logger.Info("settings changed", "source", "admin", "dependency", dep, "before", before.Settings(), "after", after.Settings())
-	c.deps = next
-	return after.Settings(), nil
+	return next[dep].Settings(), nil
 }
 
 // Reload puts a whole new set of settings in force, or none of it if any is
-// invalid, and returns how many dependencies' settings changed, logging
-// each one's before and after.
+// invalid, and returns how many dependencies' settings changed.
 func (c *control) Reload(next config.Dependencies) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := next.Validate(c.bounds); err != nil {
 		return 0, err
 	}
-	changed := 0
+	return c.putLocked(next, "config", "settings reloaded")
+}
+
+// putLocked puts next, valid, in force: each dependency whose settings
+// change is reconfigured and logged as msg with its before and after.
+func (c *control) putLocked(next config.Dependencies, source, msg string) (changed int, err error) {
 	for _, name := range next.Names() {
-		if before, after := c.deps[name], next[name]; before != after {
-			if err := c.applyLocked(name, after); err != nil {
-				return changed, err // validated above: a bug
-			}
-			changed++
-			c.logger.Info("settings reloaded", "source", "config", "dependency", name, "before", before.Settings(), "after", after.Settings())
+		before, after := c.deps[name], next[name]
+		if before == after {
+			continue
 		}
+		if err := c.guards[name].Reconfigure(after.Config); err != nil {
+			return changed, err // validated: a bug
+		}
+		if ds, ok := c.downstreams[name]; ok {
+			ds.SetMaxAge(after.CacheMaxAge)
+		}
+		changed++
+		c.logger.Info(msg, "source", source, "dependency", name, "before", before.Settings(), "after", after.Settings())
 	}
 	c.deps = next
 	return changed, nil
@@ -96,16 +102,6 @@ func (c *control) reloadFile(cfg config.Serve) {
 	} else {
 		c.logger.Info("config reloaded", "file", cfg.ConfigFile, "dependencies_changed", changed)
 	}
-}
-
-func (c *control) applyLocked(name string, d config.Dependency) error {
-	if err := c.guards[name].Reconfigure(d.Config); err != nil {
-		return err
-	}
-	if ds, ok := c.downstreams[name]; ok {
-		ds.SetMaxAge(d.CacheMaxAge)
-	}
-	return nil
 }
 
 func (c *control) ForceBreaker(dep string, f resilience.Force) error {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,27 +20,18 @@ import (
 	"github.com/orderagg/orderagg/internal/handlers"
 )
 
-// timeouts of a server against slow or idle clients.
-type timeouts struct{ readHeader, read, write, idle time.Duration }
-
-// httpTimeouts leaves a request the whole deadline to be answered, plus room
-// to write it; a client that dawdles over its headers is cut off after
-// readHeader (0 means 5s).
-func httpTimeouts(deadline, readHeader time.Duration) timeouts {
-	if readHeader <= 0 {
-		readHeader = 5 * time.Second
-	}
-	return timeouts{readHeader: readHeader, read: max(10*time.Second, readHeader), write: deadline + 10*time.Second, idle: 60 * time.Second}
-}
-
 // program is what a running program owns: the close stack of everything
 // it opened, and its HTTP servers, the first of which to stop by itself
 // says so on failed.
 type program struct {
 	logger  *slog.Logger
 	allowed []string // --allowed-hosts
-	closers closeStack
-	failed  chan error // buffered, of one
+	// A server's client has the whole deadline to be answered, plus room to
+	// write the answer; one that dawdles over its headers is cut off after
+	// readHeader (0 means 5s).
+	deadline, readHeader time.Duration
+	closers              closeStack
+	failed               chan error // buffered, of one
 }
 
 // server is an http.Server with the goroutine that runs it: Shutdown stops
@@ -58,7 +50,7 @@ type server struct {
 // in flight before they go. Request headers are limited to 64 KiB
 // (net/http allows 4 KiB beyond MaxHeaderBytes; 431 past it). The server's
 // own errors (failed accepts, bad requests it answers itself) are logged.
-func (p *program) serve(name, addr string, t timeouts, build func(*handlers.HostGuard) http.Handler) (*server, error) {
+func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.Handler) (*server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -66,10 +58,10 @@ func (p *program) serve(name, addr string, t timeouts, build func(*handlers.Host
 	logger := p.logger.With("server", name)
 	srv := &server{addr: ln.Addr().String(), Server: &http.Server{
 		Handler:           build(handlers.NewHostGuard(ln.Addr(), p.allowed)),
-		ReadHeaderTimeout: t.readHeader,
-		ReadTimeout:       t.read,
-		WriteTimeout:      t.write,
-		IdleTimeout:       t.idle,
+		ReadHeaderTimeout: cmp.Or(p.readHeader, 5*time.Second),
+		ReadTimeout:       max(10*time.Second, p.readHeader),
+		WriteTimeout:      p.deadline + 10*time.Second,
+		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64<<10 - 4096,
 		ErrorLog:          serverErrorLog(logger),
 	}}
@@ -132,15 +124,13 @@ func (c *closeStack) closeAll(logger *slog.Logger, timeout time.Duration) {
 // to: WARN records, the first ten, then at most one every ten seconds, since
 // a scanner or a failing accept loop makes them by the thousand.
 func serverErrorLog(logger *slog.Logger) *log.Logger {
-	return log.New(&sometimesLog{logger: logger, sometimes: rate.Sometimes{First: 10, Interval: 10 * time.Second}}, "", 0)
+	sometimes := &rate.Sometimes{First: 10, Interval: 10 * time.Second}
+	return log.New(writerFunc(func(p []byte) (int, error) {
+		sometimes.Do(func() { logger.Warn("http server error", "err", strings.TrimSpace(string(p))) })
+		return len(p), nil
+	}), "", 0)
 }
 
-type sometimesLog struct {
-	logger    *slog.Logger
-	sometimes rate.Sometimes
-}
+type writerFunc func([]byte) (int, error)
 
-func (l *sometimesLog) Write(p []byte) (int, error) {
-	l.sometimes.Do(func() { l.logger.Warn("http server error", "err", strings.TrimSpace(string(p))) })
-	return len(p), nil
-}
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

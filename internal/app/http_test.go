@@ -215,7 +215,7 @@ func TestStartHTTPLogsServerErrorsAtWarn(t *testing.T) {
 	})
 	p := &program{logger: slog.New(rec), failed: make(chan error, 1)}
 	defer p.closers.closeAll(slog.New(slog.DiscardHandler), time.Second)
-	srv, err := p.serve("api", "127.0.0.1:0", httpTimeouts(time.Second, 0), func(*handlers.HostGuard) http.Handler { return h })
+	srv, err := p.serve("api", "127.0.0.1:0", func(*handlers.HostGuard) http.Handler { return h })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	var simulator *sim.Server
 	if cfg.EmbeddedDownstreams() {
 		simulator = sim.New(sim.WithLogger(logger.With("component", "sim")))
-		srv, err := p.serve("sim", "127.0.0.1:0", httpTimeouts(0, 0), func(g *handlers.HostGuard) http.Handler { return g.Wrap(simulator) })
+		srv, err := p.serve("sim", "127.0.0.1:0", func(g *handlers.HostGuard) http.Handler { return g.Wrap(simulator) })
 		if err != nil {
 			return fmt.Errorf("starting embedded simulators: %w", err)
 		}
@@ -100,11 +100,8 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	report := func() handlers.ResilienceReport {
 		return handlers.NewResilienceReport(time.Now(), cfg.Deadline, gauges.Guards)
 	}
-	dashOpts := dashboard.Options{Report: report, Logger: logger, MaxStreams: cfg.MaxEventStreams}
-	if simulator != nil {
-		dashOpts.Faults = simulator // demo mode: the page can break a dependency
-	}
-	dash := dashboard.New(dashOpts)
+	// In demo mode the dashboard can break a dependency.
+	dash := dashboard.New(dashboard.Options{Report: report, Logger: logger, MaxStreams: cfg.MaxEventStreams, Faults: simulator})
 	dash.Start() // the last minute, for a page opened later
 	p.closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
 	limiter := admission.New(cfg.MaxInflight)
@@ -113,15 +110,15 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	opts := handlers.Options{Pager: page, Deadline: cfg.Deadline, Limiter: limiter, Report: report, Dashboard: dash,
 		Ready: ready.Load, Logger: logger, Metrics: tel.MetricsHandler(), Record: tel.RecordRequest, Rejected: tel.RecordRejected,
 		Middleware: []echo.MiddlewareFunc{tel.Middleware()}}
-	timeouts := httpTimeouts(cfg.Deadline, cfg.ReadHeaderTimeout)
-	api, err := p.serve("api", cfg.Addr, timeouts, func(g *handlers.HostGuard) http.Handler { opts.Guard = g; return handlers.New(opts) })
+	p.deadline, p.readHeader = cfg.Deadline, cfg.ReadHeaderTimeout
+	api, err := p.serve("api", cfg.Addr, func(g *handlers.HostGuard) http.Handler { opts.Guard = g; return handlers.New(opts) })
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	api.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
 	addrs.API, gauges.Connections = api.addr, map[string]func() int64{"api": api.open.Load}
 	if cfg.AdminAddr != "" {
-		admin, err := p.serve("admin", cfg.AdminAddr, timeouts, func(g *handlers.HostGuard) http.Handler {
+		admin, err := p.serve("admin", cfg.AdminAddr, func(g *handlers.HostGuard) http.Handler {
 			return handlers.NewAdmin(ctl, cfg.AdminToken, g, logger)
 		})
 		if err != nil {
@@ -207,7 +204,7 @@ func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
 	p := &program{logger: logger, allowed: cfg.AllowedHosts, failed: make(chan error, 1)}
 	defer p.closers.closeAll(logger, 5*time.Second)
 	s := sim.New(sim.WithLogger(logger))
-	srv, err := p.serve("sim", cfg.Addr, httpTimeouts(0, 0), func(g *handlers.HostGuard) http.Handler { return g.Wrap(s) })
+	srv, err := p.serve("sim", cfg.Addr, func(g *handlers.HostGuard) http.Handler { return g.Wrap(s) })
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}

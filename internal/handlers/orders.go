@@ -80,7 +80,7 @@ type sectionHead struct {
 	Source   orderdetail.Source `json:"source"`
 	Degraded bool               `json:"degraded"`
 	Reason   orderdetail.Reason `json:"reason,omitempty"`
-	AsOf     *time.Time         `json:"as_of,omitempty"`
+	AsOf     time.Time          `json:"as_of,omitzero"`
 }
 
 // encodePage is the contract's page document, its keys in a reader's
@@ -107,12 +107,7 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 // encodeSection is a section's sectionHead, then its body's fields, or its
 // body under BodyKey.
 func encodeSection(s orderdetail.Section) ([]byte, error) {
-	head := sectionHead{s.Source, s.Degraded, s.Reason, nil}
-	if !s.AsOf.IsZero() {
-		asOf := s.AsOf.UTC()
-		head.AsOf = &asOf
-	}
-	headJSON, _ := json.Marshal(head)
+	head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
 	body, err := s.BodyJSON, error(nil) // a live body, encoded once by the page
 	if body == nil {
 		body, err = json.Marshal(s.Body)
@@ -126,7 +121,7 @@ func encodeSection(s orderdetail.Section) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return merge(headJSON, body), nil
+	return merge(head, body), nil
 }
 
 // merge is one JSON object holding the members of a, then those of b: two

@@ -60,7 +60,14 @@ type Options struct {
 // o.Middleware sees, so the server span records the 500 too.
 func New(o Options) *echo.Echo {
 	e := newEcho(o.Logger, o.Guard)
-	e.Use(limitURL)
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if len(c.Request().RequestURI) > MaxURLBytes {
+				return &APIError{http.StatusRequestURITooLong, CodeURITooLong, "request URI longer than 8 KiB", 0}
+			}
+			return next(c)
+		}
+	})
 	e.Use(o.Middleware...)
 	e.Use(recovery(o.Logger, true))
 	h := &orders{Options: o}
@@ -92,12 +99,26 @@ func New(o Options) *echo.Echo {
 }
 
 // newEcho is a router with what every listener has: the JSON error
-// handler, recovery, request id and, when g is set, the host check.
+// handler, recovery, the request id and, when g is set, the host check.
+// The request id is the caller's X-Request-Id when it is 1–128 printable
+// ASCII bytes, else a new one, so every answer and log line can be tied
+// together.
 func newEcho(logger *slog.Logger, g *HostGuard) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = ErrorHandler(logger)
-	e.Use(recovery(logger, false), requestID())
+	e.Use(recovery(logger, false), middleware.RequestIDWithConfig(middleware.RequestIDConfig{
+		Generator: rand.Text,
+		RequestIDHandler: func(c echo.Context, id string) {
+			sane := id != "" && len(id) <= 128
+			for i := 0; sane && i < len(id); i++ {
+				sane = id[i] > 0x20 && id[i] < 0x7f
+			}
+			if !sane {
+				c.Response().Header().Set(echo.HeaderXRequestID, rand.Text())
+			}
+		},
+	}))
 	if g != nil {
 		e.Use(echo.WrapMiddleware(g.Wrap))
 	}
@@ -109,36 +130,9 @@ func get(e *echo.Echo, path string, h echo.HandlerFunc) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, path, h)
 }
 
-// requestID keeps the caller's X-Request-Id when it is 1–128 printable
-// ASCII bytes and makes one otherwise, so every answer and log line can be
-// tied together.
-func requestID() echo.MiddlewareFunc {
-	return middleware.RequestIDWithConfig(middleware.RequestIDConfig{
-		Generator: rand.Text,
-		RequestIDHandler: func(c echo.Context, id string) {
-			sane := id != "" && len(id) <= 128
-			for i := 0; sane && i < len(id); i++ {
-				sane = id[i] > 0x20 && id[i] < 0x7f
-			}
-			if !sane {
-				c.Response().Header().Set(echo.HeaderXRequestID, rand.Text())
-			}
-		},
-	})
-}
-
-func limitURL(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if len(c.Request().RequestURI) > MaxURLBytes {
-			return &APIError{Status: http.StatusRequestURITooLong, Code: CodeURITooLong, Message: "request URI longer than 8 KiB"}
-		}
-		return next(c)
-	}
-}
-
 // errPanicked is the answer to a recovered panic, logged where it is
 // recovered (with the stack), so ErrorHandler does not log it again.
-var errPanicked = &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+var errPanicked = &APIError{http.StatusInternalServerError, CodeInternal, "internal error", 0}
 
 // recovery turns a panic below it into a 500, logged at ERROR with the
 // panicking goroutine's stack. passUp returns the error to the middleware
@@ -177,25 +171,17 @@ const (
 // APIError is an error a handler answers with: a status, the contract's
 // code, a message safe to show, and a Retry-After in seconds when above 0.
 type APIError struct {
-	Status     int
-	Code       string
-	Message    string
-	RetryAfter int
+	Status     int    `json:"-"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	RetryAfter int    `json:"-"`
 }
 
 func (e *APIError) Error() string { return e.Code + ": " + e.Message }
 
 // ErrorBody is the contract's error document, {"error":{"code":…,"message":…}}.
 type ErrorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func errorBody(code, msg string) (b ErrorBody) {
-	b.Error.Code, b.Error.Message = code, msg
-	return b
+	Error APIError `json:"error"`
 }
 
 // WriteError answers with status and the contract's JSON error, for plain
@@ -203,7 +189,7 @@ func errorBody(code, msg string) (b ErrorBody) {
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(errorBody(code, msg))
+	_ = json.NewEncoder(w).Encode(ErrorBody{APIError{Code: code, Message: msg}})
 }
 
 // echoCodes names echo's own errors (unknown route, wrong method, …) in the
@@ -211,7 +197,6 @@ func WriteError(w http.ResponseWriter, status int, code, msg string) {
 var echoCodes = map[int]string{
 	http.StatusNotFound:              CodeNotFound,
 	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
-	http.StatusRequestURITooLong:     CodeURITooLong,
 	http.StatusRequestEntityTooLarge: CodeTooLarge,
 	http.StatusUnauthorized:          CodeUnauthorized,
 	http.StatusServiceUnavailable:    CodeOverloaded,
@@ -225,7 +210,7 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		apiErr := errPanicked // the same bare 500, for an error of no known kind
+		apiErr := errPanicked // the bare 500, for an error of no known kind
 		var he *echo.HTTPError
 		switch {
 		case errors.As(err, &apiErr):
@@ -234,14 +219,14 @@ func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			if he.Code >= 500 && code == CodeBadRequest {
 				code = CodeInternal
 			}
-			apiErr = &APIError{Status: he.Code, Code: code, Message: http.StatusText(he.Code)}
+			apiErr = &APIError{he.Code, code, http.StatusText(he.Code), 0}
 		default:
 			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
 		}
 		if apiErr.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}
-		if err := c.JSON(apiErr.Status, errorBody(apiErr.Code, apiErr.Message)); err != nil {
+		if err := c.JSON(apiErr.Status, ErrorBody{*apiErr}); err != nil {
 			logger.DebugContext(c.Request().Context(), "writing error response", "err", err)
 		}
 	}
