@@ -12,10 +12,12 @@
 //
 // After regenerating config.example.yaml (go generate ./internal/config
 // at the repository root), regenerate the ConfigMap and the
-// Deployment's config checksum with:
+// Deployment's config checksum with go generate (here), which runs:
 //
-//	go test -run TestConfigMap -update
+//	go test -run ^TestConfigMap$ -update
 package kubernetes
+
+//go:generate go test -run ^TestConfigMap$ -update .
 
 import (
 	"bufio"
