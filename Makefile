@@ -36,7 +36,9 @@ STATICCHECK   ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # patches a copy of the tree, then builds and tests most of it (90 s on an
 # idle machine, over 3 min beside the race-enabled packages), so the whole
 # binary takes 4–5 min in CI; at 5m one run in four on 2026-12-02 timed out.
-TEST_TIMEOUT  ?= 6m
+# TestPrometheusAlertsAndDashboard adds about 50 s to it (a real Prometheus
+# watching alerts go pending and fire), hence 7m.
+TEST_TIMEOUT  ?= 7m
 # make test runs go test -json (kept in $(OUT)/test.json) through this: it
 # prints what plain go test would, lists the skips, and fails a CI run in
 # which a test skipped for a missing prerequisite (build/skipcheck).
