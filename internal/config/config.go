@@ -4,7 +4,7 @@
 // by ff (a flag wins over its variable), and the --config YAML file of
 // per-dependency settings, decoded by yaml.v3. Every error of a bad value is
 // one line naming the flag (or the file key and its line) and matches
-// ErrUsage.
+// ErrUsage. The package holds no state.
 package config
 
 //go:generate go test -run TestExampleFile|TestREADMEConfigTables -update .
@@ -45,12 +45,14 @@ type Serve struct {
 	Addr string
 	// URLs are the downstreams' base URLs by registered name, filled from
 	// DownstreamsURL where empty. All empty: the simulators run in-process.
-	URLs                                         map[string]string
-	DownstreamsURL, RedisURL                     string
-	Deadline, Reserve                            time.Duration // the page's calls end at Deadline − Reserve
-	MaxInflight                                  int
-	ConfigFile                                   string
-	AdminAddr, AdminToken, AdminTokenFile        string // the token read from the file, if any
+	URLs                     map[string]string
+	DownstreamsURL, RedisURL string
+	Deadline, Reserve        time.Duration // the page's calls end at Deadline − Reserve
+	MaxInflight              int
+	ConfigFile               string
+	// AdminAddr (empty: off) needs AdminToken, at least MinAdminToken bytes,
+	// given directly or read from AdminTokenFile.
+	AdminAddr, AdminToken, AdminTokenFile        string
 	AllowedHosts, TrustedProxies, ForwardBaggage []string
 	MaxEventStreams                              int
 	ReadHeaderTimeout, ShutdownTimeout           time.Duration
