@@ -19,7 +19,8 @@ import (
 // that is neither loopback nor allowed, or, without an Origin, when
 // Sec-Fetch-Site says cross-site.
 //
-// The zero HostGuard serves everything; it is safe for concurrent use.
+// The zero HostGuard serves every Host and refuses state changes from other
+// sites; a HostGuard is safe for concurrent use.
 type HostGuard struct {
 	loopbackOnly bool
 	allowed      map[string]bool // normalized host names without port; "*" allows any

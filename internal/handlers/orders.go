@@ -108,7 +108,8 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 // body under BodyKey.
 func encodeSection(s orderdetail.Section) ([]byte, error) {
 	head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
-	body, err := s.BodyJSON, error(nil) // a live body, encoded once by the page
+	body := s.BodyJSON // a live body, encoded once by the page
+	var err error
 	if body == nil {
 		body, err = json.Marshal(s.Body)
 	}

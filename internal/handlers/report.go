@@ -61,11 +61,14 @@ func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resili
 	r := ResilienceReport{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: []GuardReport{}}
 	for _, g := range guards {
 		s := g.Snapshot()
-		l := s.Latency
 		d := GuardReport{Name: s.Name, Breaker: s.Breaker.String(), Counts: s.Counts, ErrorPercent: s.ErrorPercent,
-			LatencyMS: GuardLatency{ms(l.P50), ms(l.P90), ms(l.P99), ms(l.P999), l.Count},
-			Bulkhead:  GuardBulkhead{s.InUse, s.Capacity, s.Queued}, TimeoutMS: ms(s.Timeout), TimeoutMode: "fixed",
-			WindowMS: g.Config().Breaker.Window.Milliseconds(), Warnings: append([]string{}, s.Warnings...)}
+			LatencyMS:   GuardLatency{ms(s.Latency.P50), ms(s.Latency.P90), ms(s.Latency.P99), ms(s.Latency.P999), s.Latency.Count},
+			Bulkhead:    GuardBulkhead{InUse: s.InUse, Capacity: s.Capacity, Queued: s.Queued},
+			TimeoutMS:   ms(s.Timeout),
+			TimeoutMode: "fixed",
+			WindowMS:    g.Config().Breaker.Window.Milliseconds(),
+			Warnings:    append([]string{}, s.Warnings...), // never null
+		}
 		if s.AutoTimeout {
 			d.TimeoutMode, d.TimeoutMinMS, d.TimeoutMaxMS = "auto", ptr(ms(s.TimeoutMin)), ptr(ms(s.TimeoutMax))
 		}
