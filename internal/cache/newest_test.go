@@ -19,28 +19,25 @@ import (
 // gated is a backend whose writes the test can stall (hold) or fail.
 type gated struct {
 	backend
-	hold    sync.RWMutex // Lock stalls the writes that begin after it
-	entered chan int     // each write's batch size, as it begins
+	hold    sync.RWMutex  // Lock stalls the writes that begin after it
+	entered chan struct{} // one for each write, as it begins
 	fail    atomic.Bool
 }
 
-func (g *gated) write(ctx context.Context, batch []writeReq, now time.Time, settle func(writeReq, bool, error)) {
-	g.entered <- len(batch)
+func (g *gated) put(ctx context.Context, req writeReq, now time.Time) (bool, error) {
+	g.entered <- struct{}{}
 	g.hold.RLock()
 	defer g.hold.RUnlock()
 	if g.fail.Load() {
-		for _, req := range batch {
-			settle(req, false, errors.New("injected failure"))
-		}
-		return
+		return false, errors.New("injected failure")
 	}
-	g.backend.write(ctx, batch, now, settle)
+	return g.backend.put(ctx, req, now)
 }
 
 // gatedStore is a Store on a gated in-memory backend.
 func gatedStore(t *testing.T, cfg Config) (*Store, *gated) {
 	cfg = cfg.withDefaults()
-	g := &gated{backend: newMemory(cfg.MemoryEntries), entered: make(chan int, 1024)}
+	g := &gated{backend: newMemory(cfg.MemoryEntries), entered: make(chan struct{}, 1024)}
 	s := newStore(cfg, g, nil, slog.New(slog.DiscardHandler), nil)
 	t.Cleanup(func() {
 		if err := s.Close(context.Background()); err != nil {
@@ -155,8 +152,7 @@ func TestFailedOrRefusedWriteIsRewritten(t *testing.T) {
 
 	// Another instance stores B at +10s; this one's C at +5s is refused, and
 	// its C at +11s is written although identical to the C it sent.
-	g.backend.write(context.Background(), []writeReq{{k: entryKey{"coupon", "o-1"}, e: entry(t0.Add(10*time.Second), `"B"`), ttl: time.Hour}},
-		time.Now(), func(writeReq, bool, error) {})
+	_, _ = g.backend.put(context.Background(), writeReq{k: entryKey{"coupon", "o-1"}, e: entry(t0.Add(10*time.Second), `"B"`), ttl: time.Hour}, time.Now())
 	put(s, "coupon", "o-1", entry(t0.Add(5*time.Second), `"C"`), time.Hour)
 	<-g.entered
 	mustFlush(t, s)

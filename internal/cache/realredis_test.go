@@ -66,7 +66,7 @@ func TestAgainstRealRedis(t *testing.T) {
 	})
 
 	t.Run("corrupt value heals", func(t *testing.T) {
-		k := entryKey{"coupon", "bad"}.redisKey(prefix)
+		k := prefix + ":coupon:bad" // the documented key
 		if err := s.Client().Set(ctx, k, "garbage", time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/time/rate"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
@@ -21,47 +25,105 @@ import (
 // ErrClosed is returned by Flush once Close has begun.
 var ErrClosed = errors.New("cache: store closed")
 
-// Store is the last-good store with its write-behind queue. It implements
-// orderdetail.LastGood; all methods are safe for concurrent use.
+// Config sets up a Store. The zero value is valid: the in-memory store with
+// the defaults below; a field at or below zero takes its default.
+type Config struct {
+	URL           string        // Redis (--redis-url) in a form the package documentation lists; empty: in process memory
+	KeyPrefix     string        // starts every Redis key; default DefaultKeyPrefix
+	WriteQueue    int           // entries that may wait for a writer, beyond which PutContext drops; default DefaultWriteQueue
+	Writers       int           // goroutines writing queued entries, one round trip each; default 8
+	WriteTimeout  time.Duration // bounds one write's round trip; default 200ms
+	MemoryEntries int           // caps the in-memory store, the least recently used entry going first; default 20,000
+}
+
+const (
+	DefaultKeyPrefix  = "orderagg:v1:lastgood"
+	DefaultWriteQueue = 1024
+
+	maxFutureSkew    = 5 * time.Second  // a stored as_of later than now+this is corrupt
+	errorLogInterval = 10 * time.Second // the least time between two lines about failed writes
+	recentEntries    = 65_536           // (dep, order) pairs whose stored copy is remembered
+)
+
+func (c Config) withDefaults() Config {
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
+	}
+	orDefault(&c.WriteQueue, DefaultWriteQueue)
+	orDefault(&c.Writers, 8)
+	orDefault(&c.WriteTimeout, 200*time.Millisecond)
+	orDefault(&c.MemoryEntries, 20_000)
+	return c
+}
+
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+// Option passes Open a collaborator.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+	tp  trace.TracerProvider
+}
+
+// WithClock replaces time.Now: the in-memory store's TTLs, the future-skew
+// check and the error log's rate read it.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithTracerProvider sets where the "cache write" spans go; default none.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
+
+// Store is the last-good store with its write-behind queue, an
+// orderdetail.LastGood. All methods are safe for concurrent use.
 type Store struct {
-	cfg      Config
-	back     backend
-	client   redis.UniversalClient // nil for the in-memory store
-	log      *slog.Logger
-	listener Listener
-	tracer   trace.Tracer
-	now      func() time.Time
-	counts   [numEvents]atomic.Uint64
+	cfg    Config
+	back   backend
+	client redis.UniversalClient // nil for the in-memory store
+	log    *slog.Logger
+	tracer trace.Tracer
+	now    func() time.Time
+	counts struct {
+		hits, misses, corrupt, readErrors, writesOK, writesStale, writesDropped, writeErrors atomic.Uint64
+	}
+	errLog        *rate.Limiter // failed writes are logged at this rate, the others counted in the next line
+	errSuppressed atomic.Uint64
 
 	recentMu sync.Mutex
 	recent   *simplelru.LRU[entryKey, recentCopy]
 
+	closeMu     sync.RWMutex // held for reading while an entry is queued; Close takes it to close the queue
+	closed      bool
 	queue       chan writeReq
-	pending     atomic.Int64  // entries accepted and not yet settled
-	draining    chan struct{} // closed by Close: the writers empty the queue and exit
+	pending     atomic.Int64 // entries accepted and not yet settled
 	writeCtx    context.Context
 	cancelWrite context.CancelFunc // ends the writes when Close gives up draining
 	writers     sync.WaitGroup
-	closed      atomic.Bool
-	closeOnce   sync.Once
-	closeErr    error
-
-	errLog        *rate.Limiter
-	errSuppressed atomic.Uint64
 }
 
-var _ orderdetail.LastGood = (*Store)(nil)
+// Stats counts the outcomes since Open. Hits+Misses+Corrupt+ReadErrors is
+// the number of Get calls; every entry PutContext accepted (not skipped as
+// an identical rewrite) ends as one write outcome once settled.
+type Stats struct {
+	Hits, Misses, Corrupt, ReadErrors uint64 // Get returned an entry, none, one it cannot serve, or failed
+	WritesOK, WritesStale             uint64 // a write stored its entry, or was refused: the stored as_of was as new or newer
+	WritesDropped, WriteErrors        uint64 // PutContext dropped the entry (queue full, store closed), or its write failed
+	Queued, QueueCapacity             int    // entries waiting for a writer now; Config.WriteQueue
+}
 
-// backend is where entries live: Redis or process memory.
+// backend is where entries live: Redis or process memory. get's found is
+// false when there is none, and a value it cannot serve is errCorrupt; put
+// stores the entry only if it is newer than the stored one.
 type backend interface {
-	// get reads one entry; found is false when there is none; a value that
-	// cannot be served is errCorrupt.
 	get(ctx context.Context, k entryKey, now time.Time) (e orderdetail.CacheEntry, found bool, err error)
-	// write stores each entry of the batch only if it is newer than the
-	// stored one, and tells settle its outcome: stored, refused or failed.
-	write(ctx context.Context, batch []writeReq, now time.Time, settle func(req writeReq, stored bool, err error))
+	put(ctx context.Context, req writeReq, now time.Time) (stored bool, err error)
 	close() error
 }
+
+type entryKey struct{ dep, orderID string }
 
 // writeReq is one accepted PutContext; link is the span of its request.
 type writeReq struct {
@@ -72,8 +134,8 @@ type writeReq struct {
 	link trace.SpanContext
 }
 
-// recentCopy is what the Store knows of one key's stored copy: the newest
-// as_of handed to the writers and, once confirmed, that copy's digest.
+// recentCopy is the newest as_of handed to the writers for one key and,
+// once the store confirmed it, that copy's digest.
 type recentCopy struct {
 	asOfUS    int64
 	sum       uint64
@@ -84,8 +146,7 @@ var digestSeed = maphash.MakeSeed()
 
 // Open returns the store cfg names and starts its writers. It fails only for
 // an invalid URL or a done ctx; a Redis that does not answer a ping within
-// 500ms (or ctx) is logged, and requests degrade until it answers. A nil
-// logger discards. The caller must Close the Store.
+// 500ms is logged. A nil logger discards. The caller must Close the Store.
 func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cache.open: %w", err)
@@ -104,8 +165,9 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	if err != nil {
 		return nil, err
 	}
-	redis.SetLogger(clientLog{logger})
-	logger.Info("last-good cache on Redis", "url", redactURL(cfg.URL))
+	logging.Disable()          // go-redis's own lines (one per failed command in an outage); settle logs the failures, rate-limited
+	u, _ := url.Parse(cfg.URL) // newClient parsed it
+	logger.Info("last-good cache on Redis", "url", u.Redacted())
 	ping, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if err := client.Ping(ping).Err(); err != nil {
@@ -115,28 +177,30 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 }
 
 func newStore(cfg Config, back backend, client redis.UniversalClient, logger *slog.Logger, opts []Option) *Store {
-	o := options{now: time.Now}
+	o := options{now: time.Now, tp: noop.NewTracerProvider()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Store{cfg: cfg, back: back, client: client, log: logger, listener: o.listener, tracer: o.tracer(), now: o.now,
-		queue: make(chan writeReq, cfg.WriteQueue), draining: make(chan struct{}), errLog: rate.NewLimiter(rate.Every(errorLogInterval), 1)}
+	s := &Store{cfg: cfg, back: back, client: client, log: logger, tracer: o.tp.Tracer("github.com/orderagg/orderagg/internal/cache"), now: o.now,
+		errLog: rate.NewLimiter(rate.Every(errorLogInterval), 1), queue: make(chan writeReq, cfg.WriteQueue)}
 	s.recent, _ = simplelru.NewLRU[entryKey, recentCopy](recentEntries, nil)
 	s.writeCtx, s.cancelWrite = context.WithCancel(context.Background())
 	for range cfg.Writers {
-		s.writers.Go(s.runWriter)
+		s.writers.Go(func() {
+			for req := range s.queue {
+				s.write(req)
+			}
+		})
 	}
 	return s
 }
 
-// Client is the go-redis client, for instrumentation (redisotel); nil for
-// the in-memory store. Commands sent through it bypass the Store's events.
+// Client is the go-redis client, for instrumentation; nil in memory.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Get returns the newest entry for (dep, orderID) in one round trip bounded
-// by ctx. None is orderdetail.ErrCacheMiss; one that cannot be served is
-// orderdetail.ErrCacheCorrupt (which matches ErrCacheMiss). Any other error
-// is the store's failure, matching ctx.Err() when ctx ended.
+// Get returns the entry for (dep, orderID) in one round trip bounded by ctx:
+// orderdetail.ErrCacheMiss if none, ErrCacheCorrupt (a miss too) if it cannot
+// be served; any other error is the store's, matching ctx.Err() if ctx ended.
 func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheEntry, error) {
 	e, found, err := orderdetail.CacheEntry{}, false, ctx.Err()
 	if err == nil {
@@ -144,32 +208,28 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 	}
 	switch {
 	case errors.Is(err, errCorrupt):
-		s.record(EventCorrupt, dep)
+		s.counts.corrupt.Add(1)
 		return e, orderdetail.ErrCacheCorrupt
 	case err != nil:
-		s.record(EventReadError, dep)
-		cerr := ctx.Err()
-		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-			cerr = context.DeadlineExceeded // go-redis reports the socket deadline it set from ctx's
-		}
-		if cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
+		s.counts.readErrors.Add(1)
+		if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err) // go-redis reports the socket deadline it set from ctx's
 		}
 		return e, fmt.Errorf("cache.get: %w", err)
 	case !found:
-		s.record(EventMiss, dep)
+		s.counts.misses.Add(1)
 		return e, orderdetail.ErrCacheMiss
 	}
-	s.record(EventHit, dep)
+	s.counts.hits.Add(1)
 	return e, nil
 }
 
 // PutContext hands the entry to the writers and returns at once; the caller
-// must not change e.Payload afterwards. ctx serves only for its span, which
-// the write's span links to. It skips an entry identical to the copy last
-// confirmed stored while that copy is younger than ttl/4, ignores one that
-// cannot be served (zero AsOf, empty Payload, ttl <= 0), and drops (counting
-// it) one that finds the queue full or the Store closed.
+// must not change e.Payload afterwards, and ctx serves only for its span. It
+// skips an entry identical to the copy last confirmed stored while that copy
+// is younger than ttl/4, ignores one with a zero AsOf, an empty Payload or a
+// ttl <= 0, and drops (counting it) one that finds the queue full or the
+// Store closed.
 func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
 	if ttl <= 0 || e.AsOf.IsZero() || len(e.Payload) == 0 {
 		return
@@ -179,19 +239,20 @@ func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdeta
 		return
 	}
 	s.pending.Add(1)
-	if !s.closed.Load() {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if !s.closed {
 		select {
 		case s.queue <- req:
 			return
 		default:
 		}
 	}
-	s.drop(req)
+	s.drop()
 }
 
 // handOut reports whether req must be written and, if so, marks it as the
-// key's newest write in flight: unconfirmed, so that an identical answer
-// after it is written too until the store confirms.
+// key's newest write in flight, unconfirmed until the store confirms it.
 func (s *Store) handOut(req writeReq) bool {
 	asOf := req.e.AsOf.UnixMicro()
 	s.recentMu.Lock()
@@ -204,6 +265,24 @@ func (s *Store) handOut(req writeReq) bool {
 		s.recent.Add(req.k, recentCopy{asOfUS: asOf, sum: req.sum})
 	}
 	return true
+}
+
+// write stores one entry within WriteTimeout, in a trace of its own linked
+// to its request's, or drops it once Close has given up draining.
+func (s *Store) write(req writeReq) {
+	if s.writeCtx.Err() != nil {
+		s.drop()
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.writeCtx, s.cfg.WriteTimeout)
+	defer cancel()
+	ctx, span := s.tracer.Start(ctx, "cache write", trace.WithNewRoot(), trace.WithLinks(trace.Link{SpanContext: req.link}))
+	defer span.End()
+	stored, err := s.back.put(ctx, req, s.now())
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	s.settle(req, stored, err)
 }
 
 // settle records one write's outcome. Only the key's newest write in flight
@@ -221,7 +300,7 @@ func (s *Store) settle(req writeReq, stored bool, err error) {
 	s.recentMu.Unlock()
 	switch {
 	case err != nil:
-		s.record(EventWriteError, req.k.dep)
+		s.counts.writeErrors.Add(1)
 		if !s.errLog.AllowN(s.now(), 1) {
 			s.errSuppressed.Add(1)
 			return
@@ -229,38 +308,41 @@ func (s *Store) settle(req writeReq, stored bool, err error) {
 		s.log.Warn("last-good cache write failed; the next live answer writes it again, requests are unaffected",
 			"dependency", req.k.dep, "order", req.k.orderID, "error", err, "suppressed_since_last", s.errSuppressed.Swap(0))
 	case stored:
-		s.record(EventWriteOK, req.k.dep)
+		s.counts.writesOK.Add(1)
 	default:
-		s.record(EventWriteStale, req.k.dep)
+		s.counts.writesStale.Add(1)
 	}
 }
 
-// drop settles an accepted entry that will not be written. Its key stays
+// drop settles an accepted entry that is not written; its key stays
 // unconfirmed, so the next answer is written.
-func (s *Store) drop(req writeReq) {
-	s.record(EventWriteDropped, req.k.dep)
+func (s *Store) drop() {
+	s.counts.writesDropped.Add(1)
 	s.pending.Add(-1)
 }
 
-func (s *Store) record(ev Event, dep string) {
-	s.counts[ev].Add(1)
-	if s.listener != nil {
-		s.listener(ev, dep)
-	}
+// Stats returns the counts since Open and the queue's depth.
+func (s *Store) Stats() Stats {
+	c := &s.counts
+	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load(), ReadErrors: c.readErrors.Load(),
+		WritesOK: c.writesOK.Load(), WritesStale: c.writesStale.Load(), WritesDropped: c.writesDropped.Load(), WriteErrors: c.writeErrors.Load(),
+		Queued: len(s.queue), QueueCapacity: cap(s.queue)}
 }
 
 // Flush waits until every entry accepted so far has settled, or ctx ends;
 // ErrClosed once Close has begun (Close drains itself).
 func (s *Store) Flush(ctx context.Context) error {
-	for s.pending.Load() > 0 || s.closed.Load() {
-		if s.closed.Load() {
-			return ErrClosed
-		}
+	for s.pending.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cache.flush: %w", ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
+	}
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return ErrClosed
 	}
 	return nil
 }
@@ -268,26 +350,27 @@ func (s *Store) Flush(ctx context.Context) error {
 // Close stops taking entries, lets the writers drain the queue until ctx
 // ends (the entries left are then dropped and counted, and the error
 // matches ctx.Err()), and closes the client. A write in flight when ctx
-// ends may hold Close up to WriteTimeout longer. Later calls return the
-// first one's result.
+// ends may hold Close up to WriteTimeout longer. Later calls return nil.
 func (s *Store) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		close(s.draining)
-		stop := context.AfterFunc(ctx, s.cancelWrite)
-		s.writers.Wait()
-		var errs []error
-		if !stop() {
-			errs = append(errs, fmt.Errorf("cache.close: queued writes abandoned: %w", ctx.Err()))
-		}
-		s.cancelWrite()
-		for len(s.queue) > 0 {
-			s.drop(<-s.queue)
-		}
-		if err := s.back.close(); err != nil {
-			errs = append(errs, fmt.Errorf("cache.close: %w", err))
-		}
-		s.closeErr = errors.Join(errs...)
-	})
-	return s.closeErr
+	s.closeMu.Lock()
+	first := !s.closed
+	if first {
+		s.closed = true
+		close(s.queue)
+	}
+	s.closeMu.Unlock()
+	if !first {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, s.cancelWrite)
+	s.writers.Wait()
+	var abandoned error
+	if !stop() {
+		abandoned = fmt.Errorf("cache.close: queued writes abandoned: %w", ctx.Err())
+	}
+	s.cancelWrite()
+	if err := s.back.close(); err != nil {
+		return errors.Join(abandoned, fmt.Errorf("cache.close: %w", err))
+	}
+	return abandoned
 }
