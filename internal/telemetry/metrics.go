@@ -20,20 +20,18 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Span attributes; the guards set orderagg.dependency and orderagg.event
-// on their own spans.
 const (
 	attrSpanDependency = attribute.Key("orderagg.dependency")
 )
 
-// latencyBuckets (seconds): fine steps where downstreams normally answer,
-// and a boundary near every budget an operator is likely to set.
+// latencyBuckets (seconds) are the runbook's.
 var latencyBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.5, 2}
 
 // Label values exported at 0 from start-up, so that rate() sees the first
-// failure as a rise from 0 and a ratio reads 0 rather than "no data".
+// failure as a rise from 0 and a ratio reads 0 rather than "no data";
+// pageAnswers are the status × degraded pairs the order-detail handler writes.
 var (
-	pageAnswers = []struct { // the status × degraded pairs the order-detail handler writes
+	pageAnswers = []struct {
 		status   int
 		degraded bool
 	}{{200, false}, {200, true}, {400, false}, {404, false}, {500, false}, {503, false}}
@@ -45,7 +43,7 @@ var (
 		resilience.StateHalfOpen: 2, resilience.StateForcedOpen: 3, resilience.StateForcedClosed: 4}
 )
 
-// instruments are the synchronous instruments. The Prometheus exporter
+// instruments are the synchronous instruments; the Prometheus exporter
 // appends _total to counters and _seconds to instruments in seconds.
 type instruments struct {
 	events, calls, retries, hedges, transitions, timeoutChanges, requests, rejected metric.Int64Counter
@@ -110,12 +108,10 @@ func (t *Telemetry) RecordRequest(ctx context.Context, status int, degraded bool
 // which is also among the 503s of RecordRequest.
 func (t *Telemetry) RecordRejected(ctx context.Context) { t.in.rejected.Add(ctx, 1) }
 
-// State is what the observable instruments read at scrape time. A nil
+// State is what the observable instruments read at scrape time; a nil
 // field leaves its series out.
 type State struct {
-	// Guards: breaker state, bulkhead use, the sub-budget in force, whether
-	// it adapts, and the recommended one. Their counters start at 0.
-	Guards      []*resilience.Guard
+	Guards      []*resilience.Guard // breaker, bulkhead and sub-budget of each; their counters start at 0
 	Admission   func() (limit, inflight int)
 	Cache       func() cache.Stats      // the last-good store's outcomes and write queue
 	Connections map[string]func() int64 // open client connections by server name
@@ -222,13 +218,11 @@ func (t *Telemetry) startAtZero(dep string) {
 }
 
 // Listener turns what the guards and the page report into metrics and log
-// lines: each event in orderagg_dependency_events_total, an attempt's
-// duration, a call, a retry, a hedge, a breaker transition and an adaptive
-// sub-budget's move in their own series. It logs a fallback at WARN, at
-// most one line per dependency a second, carrying how many were suppressed
-// and the dependency's latest failed event as the cause; a breaker
-// transition at WARN when it opens or is forced, at INFO otherwise; a
-// sub-budget's move at INFO. It is safe for concurrent use.
+// lines. It logs a fallback at WARN, at most one line per dependency a
+// second, with how many were suppressed and the dependency's latest failed
+// event as the cause; a breaker transition at WARN when it opens or is
+// forced, at INFO otherwise; a sub-budget's move at INFO. It is safe for
+// concurrent use.
 type Listener struct {
 	in   *instruments
 	cfg  Config
@@ -238,7 +232,7 @@ type Listener struct {
 
 type fallbackLog struct {
 	*logLimit
-	cause    string // the latest failed event, e.g. "timeout"
+	cause    string // the latest failed event
 	causeErr error
 }
 

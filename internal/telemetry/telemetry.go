@@ -45,18 +45,12 @@ const scopeName = "github.com/orderagg/orderagg/internal/telemetry"
 // process environment, logs go to slog.Default, X-Forwarded-For is ignored
 // and no baggage is forwarded.
 type Config struct {
-	ServiceVersion string           // service.version; empty leaves it out
-	Logger         *slog.Logger     // fallback, breaker and sub-budget lines, OpenTelemetry's errors
-	Now            func() time.Time // the clock of the log rate limits; default time.Now
-	// SpanExporter, when set, receives every span as it ends, in place of
-	// the exporter the environment names; Shutdown shuts it down.
-	SpanExporter sdktrace.SpanExporter
-	// TrustedProxies are the addresses or CIDR prefixes whose
-	// X-Forwarded-For gives a request's client.address.
-	TrustedProxies []string
-	// ForwardBaggage are the keys of a caller's baggage passed on to the
-	// downstreams; the rest is dropped.
-	ForwardBaggage []string
+	ServiceVersion string                // service.version; empty leaves it out
+	Logger         *slog.Logger          // the Listener's lines and OpenTelemetry's errors
+	Now            func() time.Time      // the clock of the log rate limits; default time.Now
+	SpanExporter   sdktrace.SpanExporter // when set, gets every span as it ends, in place of OTEL_TRACES_EXPORTER's
+	TrustedProxies []string              // addresses or CIDR prefixes whose X-Forwarded-For names the client
+	ForwardBaggage []string              // the keys of a caller's baggage passed on to the downstreams
 }
 
 // Telemetry owns the tracer and meter providers and the instruments. Build
@@ -79,13 +73,12 @@ type Telemetry struct {
 
 // Setup builds telemetry from cfg and the OTEL_* environment, and installs
 // its tracer provider and the W3C tracecontext and baggage propagator as
-// OpenTelemetry's globals. autoexport picks the span exporter from
-// OTEL_TRACES_EXPORTER (otlp, console, none) and OTEL_EXPORTER_OTLP_PROTOCOL;
-// unset, it is otlp when an OTLP endpoint is set and none otherwise.
-// service.name is "orderagg" unless OTEL_RESOURCE_ATTRIBUTES or, above it,
-// OTEL_SERVICE_NAME says otherwise. An unknown exporter or protocol, a
-// malformed OTEL_RESOURCE_ATTRIBUTES or a bad trusted proxy is an error
-// naming it.
+// OpenTelemetry's globals. autoexport picks the span exporter
+// (OTEL_TRACES_EXPORTER otlp, console or none; unset, otlp when an OTLP
+// endpoint is set). service.name is "orderagg" unless
+// OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME says otherwise. An unknown
+// exporter or protocol, a malformed OTEL_RESOURCE_ATTRIBUTES or a bad
+// trusted proxy is an error naming it.
 func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -215,13 +208,12 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 
 // Middleware starts each request's server span with otelhttp, continuing
 // the caller's W3C trace, named by method and route template
-// ("GET /v1/orders/{id}"; an unrouted request's by the method alone).
-// Probes, /metrics and /dashboard are not traced. client.address is the
+// ("GET /v1/orders/{id}"; an unrouted request's by the method alone);
+// probes, /metrics and /dashboard are not traced. client.address is the
 // peer's unless the peer is a trusted proxy; of the caller's baggage only
-// the keys of Config.ForwardBaggage stay in the request's context. A
-// handler's error goes to echo's HTTPErrorHandler here, so that the span
-// records the status sent, and the middleware returns nil. Register it
-// with e.Use, so that it runs after routing.
+// Config.ForwardBaggage's keys stay in the request's context. A handler's
+// error goes to echo's HTTPErrorHandler here, so that the span records the
+// status sent, and the middleware returns nil. Register it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithFilter(traced),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
@@ -257,8 +249,8 @@ var routeParam = regexp.MustCompile(`/:([^/]+)`)
 // routeTemplate turns echo's "/v1/orders/:id" into "/v1/orders/{id}".
 func routeTemplate(p string) string { return routeParam.ReplaceAllString(p, "/{$1}") }
 
-// traced reports whether a request gets a server span: probes, scrapes and
-// the dashboard (whose event stream lasts as long as a browser tab) do not.
+// traced reports whether a request gets a server span: not probes, scrapes
+// or the dashboard, whose event stream lasts as long as a browser tab.
 func traced(r *http.Request) bool {
 	p := r.URL.Path
 	return p != "/healthz" && p != "/readyz" && p != "/metrics" && p != "/dashboard" && !strings.HasPrefix(p, "/dashboard/")
@@ -301,10 +293,8 @@ func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return traceHandler{h.Handler.WithAttrs(as)}
+func (h traceHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(a)}
 }
 
-func (h traceHandler) WithGroup(name string) slog.Handler {
-	return traceHandler{h.Handler.WithGroup(name)}
-}
+func (h traceHandler) WithGroup(g string) slog.Handler { return traceHandler{h.Handler.WithGroup(g)} }
