@@ -63,15 +63,15 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		return h
 	}
 	in := &instruments{
-		events:          counter("orderagg_dependency_events", "{event}", "Guarded dependency events by kind (with reason for cache_miss)."),
-		calls:           counter("orderagg_dependency_calls", "{call}", "Logical guarded calls, reached or refused; retries and hedges are not extra calls."),
+		events:          counter("orderagg_dependency_events", "{event}", "Guarded dependency events, one series per event kind: success, failure, timeout, short_circuited, rejected, bad_request, deadline, fallback_success, fallback_failure, cache_hit, cache_miss (with reason)."),
+		calls:           counter("orderagg_dependency_calls", "{call}", "Logical guarded calls, whether or not they reached the dependency; retries and hedges are not extra calls."),
 		retries:         counter("orderagg_dependency_retries", "{attempt}", "Retry attempts (second and later attempts of a call, hedges excluded)."),
 		hedges:          counter("orderagg_dependency_hedges", "{attempt}", "Hedged (backup) attempts started."),
 		transitions:     counter("orderagg_breaker_transitions", "{transition}", "Circuit breaker state changes, operator overrides included."),
-		timeoutChanges:  counter("orderagg_dependency_timeout_changes", "{change}", "Moves of an adaptive sub-budget, by direction: up or down."),
+		timeoutChanges:  counter("orderagg_dependency_timeout_changes", "{change}", "Moves of an adaptive sub-budget (timeout: auto), by direction: up or down."),
 		requests:        counter("orderagg_http_requests", "{request}", "Order-detail answers by HTTP status and degraded flag."),
-		rejected:        counter("orderagg_admission_rejected", "{request}", "Order-detail requests refused at admission (503 OVERLOADED)."),
-		attempt:         histogram("orderagg_dependency_attempt_duration", "Duration of each physical attempt, by dependency and event."),
+		rejected:        counter("orderagg_admission_rejected", "{request}", "Order-detail requests refused at admission (503 OVERLOADED), before any work."),
+		attempt:         histogram("orderagg_dependency_attempt_duration", "Duration of each physical attempt, by dependency and outcome."),
 		requestDuration: histogram("orderagg_http_request_duration", "Order-detail request duration, arrival to answer, by HTTP status and degraded flag."),
 	}
 	for _, a := range pageAnswers {
@@ -136,7 +136,7 @@ func (t *Telemetry) Observe(s State) error {
 	capacity := gauge("orderagg_bulkhead_capacity", "{call}", "Bulkhead size in force (max concurrent calls).")
 	queued := gauge("orderagg_bulkhead_queued", "{call}", "Calls waiting for a bulkhead slot now.")
 	timeout := gauge("orderagg_dependency_timeout", "s", "Sub-budget in force for one call, retries and hedges included.")
-	recommended := gauge("orderagg_dependency_recommended_timeout", "s", "max(3×P99, 2×P99.9) + margin over the rolling window; 0 without enough history.")
+	recommended := gauge("orderagg_dependency_recommended_timeout", "s", "max(3×P99, 2×P99.9) + margin over the rolling window; 0 without latency history.")
 	adaptive := gauge("orderagg_dependency_timeout_adaptive", "", "1 when the sub-budget adapts to latency (timeout: auto), 0 when fixed.")
 	limit := gauge("orderagg_admission_limit", "{request}", "Order-detail requests admitted at once at most, now.")
 	inflight := gauge("orderagg_admission_inflight", "{request}", "Order-detail requests holding an admission slot now.")
