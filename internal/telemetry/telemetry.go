@@ -39,8 +39,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
-const scopeName = "github.com/orderagg/orderagg/internal/telemetry"
-
 // Config sets up telemetry. The zero value is valid: traces follow the
 // process environment, logs go to slog.Default, X-Forwarded-For is ignored
 // and no baggage is forwarded.
@@ -59,7 +57,6 @@ type Telemetry struct {
 	cfg      Config
 	tp       trace.TracerProvider // the SDK's, or a no-op one with traces off
 	tracing  bool
-	tracer   trace.Tracer
 	mp       *sdkmetric.MeterProvider
 	meter    metric.Meter
 	metrics  http.Handler
@@ -86,7 +83,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	clientIP, err := clientIP(cfg.TrustedProxies)
+	ip, err := clientIP(cfg.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +98,8 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(prom), sdkmetric.WithView(redisotelViews...))
-	in, err := newInstruments(mp.Meter(scopeName))
+	meter := mp.Meter("github.com/orderagg/orderagg/internal/telemetry")
+	in, err := newInstruments(meter)
 	var sp sdktrace.SpanProcessor
 	if err == nil {
 		sp, err = spanProcessor(ctx, cfg)
@@ -109,7 +107,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, errors.Join(err, mp.Shutdown(ctx))
 	}
-	t := &Telemetry{cfg: cfg, tp: noop.NewTracerProvider(), mp: mp, meter: mp.Meter(scopeName), in: in, clientIP: clientIP,
+	t := &Telemetry{cfg: cfg, tp: noop.NewTracerProvider(), mp: mp, meter: meter, in: in, clientIP: ip,
 		listener: &Listener{in: in, cfg: cfg, deps: map[string]*fallbackLog{}},
 		// ContinueOnError: a failing collector costs its own series, not the scrape.
 		metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}),
@@ -117,7 +115,6 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if sp != nil {
 		t.tp, t.tracing = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp)), true
 	}
-	t.tracer = t.tp.Tracer(scopeName)
 	otel.SetTracerProvider(t.tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	errLog := newLogLimit(cfg.Now)
