@@ -439,24 +439,24 @@ func firstLoadReport(now time.Time, step int64) handlers.ResilienceReport {
 		for _, kind := range eventKinds {
 			counts[kind] = 10000 + n
 		}
-		d := handlers.GuardReport{
-			Name: p.name, Breaker: "CLOSED",
+		d := resilience.Snapshot{
+			Name: p.name, Breaker: resilience.StateClosed,
 			Counts:       counts,
 			ErrorPercent: 9.1,
-			LatencyMS:    handlers.GuardLatency{P50: 10, P90: 20, P99: 30, P999: 40, Count: n},
-			Bulkhead:     handlers.GuardBulkhead{Capacity: 10},
-			TimeoutMS:    float64(p.timeout.Milliseconds()),
+			Latency:      resilience.Percentiles{P50: 10 * time.Millisecond, P90: 20 * time.Millisecond, P99: 30 * time.Millisecond, P999: 40 * time.Millisecond, Count: n},
+			Bulkhead:     resilience.Usage{Capacity: 10},
+			Timeout:      resilience.Millis(p.timeout.Truncate(time.Millisecond)),
+			TimeoutMode:  "fixed",
 			WindowMS:     10000,
 			Warnings:     []string{},
 		}
 		if p.name == sim.ServiceCoupon {
-			rec := 148.0
-			d.RecommendedTimeoutMS = &rec
+			rec := resilience.Millis(148 * time.Millisecond)
+			d.RecommendedTimeout = &rec
 		}
-		d.TimeoutMode = "fixed"
 		if p.name == sim.ServiceLogistics { // timeout: auto, its widest label
-			lo, hi := 10.0, 1000.0
-			d.TimeoutMode, d.TimeoutMinMS, d.TimeoutMaxMS = "auto", &lo, &hi
+			lo, hi := resilience.Millis(10*time.Millisecond), resilience.Millis(time.Second)
+			d.TimeoutMode, d.TimeoutMin, d.TimeoutMax = "auto", &lo, &hi
 		}
 		r.Dependencies = append(r.Dependencies, d)
 	}

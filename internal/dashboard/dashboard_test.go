@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/orderagg/orderagg/internal/handlers"
+	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
@@ -116,7 +117,7 @@ func TestNewNeedsReport(t *testing.T) {
 // a tile without any Go test noticing. Every field name of the document must
 // appear in the page, except the percentiles it deliberately leaves out.
 func TestPageReadsEveryReportField(t *testing.T) {
-	b, err := json.Marshal(handlers.ResilienceReport{Dependencies: []handlers.GuardReport{{}}})
+	b, err := json.Marshal(handlers.ResilienceReport{Dependencies: []resilience.Snapshot{{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

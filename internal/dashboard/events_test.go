@@ -13,12 +13,21 @@ import (
 	"time"
 
 	"github.com/orderagg/orderagg/internal/handlers"
+	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
-func reportOf(t *testing.T, ev sse) handlers.ResilienceReport {
+// report is what the tests read of a streamed report.
+type report struct {
+	DeadlineMS   int64 `json:"deadline_ms"`
+	Dependencies []struct {
+		Name string `json:"name"`
+	} `json:"dependencies"`
+}
+
+func reportOf(t *testing.T, ev sse) report {
 	t.Helper()
-	var r handlers.ResilienceReport
+	var r report
 	if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
 		t.Fatalf("report %q: %v", ev.data, err)
 	}
@@ -225,8 +234,8 @@ func TestStreamOutlivesServerWriteTimeout(t *testing.T) {
 // reportAt is a one-dependency report generated at t whose success count
 // is n, so a sample can be told from the next.
 func reportAt(t time.Time, n int64) handlers.ResilienceReport {
-	return handlers.ResilienceReport{GeneratedAt: t, DeadlineMS: 1500, Dependencies: []handlers.GuardReport{{
-		Name: "logistics", Breaker: "CLOSED", Counts: map[string]int64{"success": n, "failure": 0}, ErrorPercent: 1.5, WindowMS: 10000,
+	return handlers.ResilienceReport{GeneratedAt: t, DeadlineMS: 1500, Dependencies: []resilience.Snapshot{{
+		Name: "logistics", Breaker: resilience.StateClosed, Counts: map[string]int64{"success": n, "failure": 0}, ErrorPercent: 1.5, WindowMS: 10000,
 	}}}
 }
 

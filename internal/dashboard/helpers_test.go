@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/orderagg/orderagg/internal/handlers"
+	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
@@ -33,8 +34,8 @@ func countingReport() func() handlers.ResilienceReport {
 		return handlers.ResilienceReport{
 			GeneratedAt: time.Unix(1_700_000_000, 0).UTC(),
 			DeadlineMS:  n,
-			Dependencies: []handlers.GuardReport{{
-				Name: "logistics", Breaker: "CLOSED", Counts: map[string]int64{"success": n},
+			Dependencies: []resilience.Snapshot{{
+				Name: "logistics", Breaker: resilience.StateClosed, Counts: map[string]int64{"success": n},
 				Warnings: []string{},
 			}},
 		}

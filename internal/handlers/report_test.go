@@ -35,10 +35,10 @@ func TestNewResilienceReport(t *testing.T) {
 		t.Fatalf("dependencies = %+v", r.Dependencies)
 	}
 	o, c := r.Dependencies[0], r.Dependencies[1]
-	if o.Breaker != "CLOSED" || o.Counts["success"] != 1 || o.Counts["failure"] < 1 || o.TimeoutMS != 300 {
+	if o.Breaker != resilience.StateClosed || o.Counts["success"] != 1 || o.Counts["failure"] < 1 || o.Timeout != resilience.Millis(300*time.Millisecond) {
 		t.Errorf("order = %+v", o)
 	}
-	if c.Breaker != "FORCED_OPEN" || c.Bulkhead.Capacity != 7 || c.Bulkhead.InUse != 0 || c.TimeoutMS != 50 {
+	if c.Breaker != resilience.StateForcedOpen || c.Bulkhead.Capacity != 7 || c.Bulkhead.InUse != 0 || c.Timeout != resilience.Millis(50*time.Millisecond) {
 		t.Errorf("cache = %+v", c)
 	}
 	raw, err := json.Marshal(r)

@@ -41,7 +41,7 @@ func (r *adaptRig) second(calls func(g *Guard)) time.Duration {
 		ran, budget = true, dl.Sub(r.clk.Now())
 		return "ok", nil
 	})
-	to := r.g.Snapshot().Timeout
+	to := time.Duration(r.g.Snapshot().Timeout)
 	if ran && budget != to { // not ran: short-circuited
 		r.t.Fatalf("the call ran under a sub-budget of %v, the snapshot says %v", budget, to)
 	}
@@ -82,7 +82,7 @@ func TestAdaptiveTimeout(t *testing.T) {
 		for range 8 {
 			r.second(healthy(20 * time.Millisecond))
 		}
-		settled := r.g.Snapshot().Timeout
+		settled := time.Duration(r.g.Snapshot().Timeout)
 		for i := range 30 {
 			got := r.second(func(g *Guard) { feed(g, 50, KindTimeout, settled) })
 			if got > settled {
@@ -103,7 +103,7 @@ func TestAdaptiveTimeout(t *testing.T) {
 		for range 8 {
 			r.second(healthy(20 * time.Millisecond))
 		}
-		prev := r.g.Snapshot().Timeout
+		prev := time.Duration(r.g.Snapshot().Timeout)
 		var got time.Duration
 		for range 20 {
 			got = r.second(healthy(100 * time.Millisecond))
@@ -140,19 +140,19 @@ func TestAdaptiveTimeoutBounds(t *testing.T) {
 			got = r.second(healthy(300 * time.Millisecond))
 		}
 		s := g.Snapshot()
-		if got != 799*time.Millisecond || !s.AutoTimeout || s.TimeoutMax != 799*time.Millisecond || s.TimeoutMin != 10*time.Millisecond {
-			t.Fatalf("settled at %v, snapshot %v auto=%v [%v, %v]; want 799ms, below the calls' end 800ms", got, s.Timeout, s.AutoTimeout, s.TimeoutMin, s.TimeoutMax)
+		if got != 799*time.Millisecond || s.TimeoutMode != "auto" || dur(s.TimeoutMax) != 799*time.Millisecond || dur(s.TimeoutMin) != 10*time.Millisecond {
+			t.Fatalf("settled at %v, snapshot %v %v [%v, %v]; want 799ms, below the calls' end 800ms", got, dur(&s.Timeout), s.TimeoutMode, dur(s.TimeoutMin), dur(s.TimeoutMax))
 		}
 		// Held at its ceiling below the rule, and the rule past the calls'
 		// end: both deserve a warning.
 		if len(s.Warnings) != 2 || !strings.Contains(s.Warnings[1], "calls' end") {
-			t.Fatalf("warnings %q at the ceiling, recommended %v", s.Warnings, s.RecommendedTimeout)
+			t.Fatalf("warnings %q at the ceiling, recommended %v", s.Warnings, dur(s.RecommendedTimeout))
 		}
 	})
 
 	t.Run("a fixed timeout shows no bounds", func(t *testing.T) {
 		g := mustGuard(t, Config{Timeout: 300 * time.Millisecond}, WithClock(newFakeClock()))
-		if s := g.Snapshot(); s.AutoTimeout || s.TimeoutMin != 0 || s.TimeoutMax != 0 || s.Timeout != 300*time.Millisecond {
+		if s := g.Snapshot(); s.TimeoutMode != "fixed" || s.TimeoutMin != nil || s.TimeoutMax != nil || dur(&s.Timeout) != 300*time.Millisecond {
 			t.Fatalf("fixed: %+v", s)
 		}
 	})
@@ -214,13 +214,13 @@ func TestAdaptiveTimeoutBounds(t *testing.T) {
 		for range 8 {
 			r.second(healthy(20 * time.Millisecond))
 		}
-		learnt := r.g.Snapshot().Timeout
+		learnt := time.Duration(r.g.Snapshot().Timeout)
 		// New bounds keep what was learnt, brought within them.
 		cfg.TimeoutMin = 200 * time.Millisecond
 		if err := r.g.Reconfigure(cfg); err != nil {
 			t.Fatal(err)
 		}
-		if got := r.g.Snapshot().Timeout; learnt >= 200*time.Millisecond || got != 200*time.Millisecond {
+		if got := time.Duration(r.g.Snapshot().Timeout); learnt >= 200*time.Millisecond || got != 200*time.Millisecond {
 			t.Fatalf("learnt %v, after timeout_min 200ms: %v", learnt, got)
 		}
 		// Back to fixed, then auto again: it starts over from timeout.
@@ -229,15 +229,23 @@ func TestAdaptiveTimeoutBounds(t *testing.T) {
 		if err := r.g.Reconfigure(fixed); err != nil {
 			t.Fatal(err)
 		}
-		if s := r.g.Snapshot(); s.AutoTimeout || s.Timeout != 300*time.Millisecond {
-			t.Fatalf("fixed: %v auto=%v", s.Timeout, s.AutoTimeout)
+		if s := r.g.Snapshot(); s.TimeoutMode != "fixed" || dur(&s.Timeout) != 300*time.Millisecond {
+			t.Fatalf("fixed: %v %v", dur(&s.Timeout), s.TimeoutMode)
 		}
 		fixed.AutoTimeout = true
 		if err := r.g.Reconfigure(fixed); err != nil {
 			t.Fatal(err)
 		}
-		if s := r.g.Snapshot(); !s.AutoTimeout || s.Timeout != 300*time.Millisecond {
-			t.Fatalf("auto again: %v auto=%v, want to start from 300ms", s.Timeout, s.AutoTimeout)
+		if s := r.g.Snapshot(); s.TimeoutMode != "auto" || dur(&s.Timeout) != 300*time.Millisecond {
+			t.Fatalf("auto again: %v %v, want to start from 300ms", dur(&s.Timeout), s.TimeoutMode)
 		}
 	})
+}
+
+// dur is a snapshot's duration, 0 for nil.
+func dur(m *Millis) time.Duration {
+	if m == nil {
+		return 0
+	}
+	return time.Duration(*m)
 }

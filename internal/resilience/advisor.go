@@ -3,37 +3,50 @@ package resilience
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"time"
 )
 
-// Snapshot is a guard's state and rolling statistics at one instant.
+// Snapshot is a guard's state and rolling statistics at one instant; its
+// JSON is one dependency of the contract's /v1/resilience document.
 type Snapshot struct {
-	Name    string
-	Breaker State
+	Name    string `json:"name"`
+	Breaker State  `json:"breaker"`
 	// Counts over the window by event name: the kinds, slow, retry, hedge,
 	// fallback_success, fallback_failure, cache_hit and cache_miss.
-	Counts map[string]int64
+	Counts map[string]int64 `json:"counts"`
 	// ErrorPercent is failures and timeouts over the calls that reached the
 	// dependency.
-	ErrorPercent float64
+	ErrorPercent float64 `json:"error_percent"`
 	// Latency of every attempt that reached the dependency; SuccessLatency
 	// of the successful ones, the advisor's input.
-	Latency, SuccessLatency Percentiles
-	InUse, Capacity, Queued int64
-	// Timeout is the sub-budget in force: under AutoTimeout the value learnt
-	// so far, within TimeoutMin and TimeoutMax (zero when fixed).
-	Timeout                time.Duration
-	AutoTimeout            bool
-	TimeoutMin, TimeoutMax time.Duration
+	Latency        Percentiles `json:"latency_ms"`
+	SuccessLatency Percentiles `json:"-"`
+	Bulkhead       Usage       `json:"bulkhead"`
+	// Timeout is the sub-budget in force: with TimeoutMode "auto" the value
+	// learnt so far, within TimeoutMin and TimeoutMax (nil when "fixed").
+	Timeout     Millis  `json:"timeout_ms"`
+	TimeoutMode string  `json:"timeout_mode"`
+	TimeoutMin  *Millis `json:"timeout_min_ms"`
+	TimeoutMax  *Millis `json:"timeout_max_ms"`
 	// RecommendedTimeout is max(3×P99, 2×P99.9) + TimeoutMargin over the
-	// successful calls, rounded up to the millisecond; Recommended is false,
-	// and it 0, below AdvisorMinSuccesses of them.
-	Recommended        bool
-	RecommendedTimeout time.Duration
-	// Warnings say when the timeout and the latency disagree; there are none
-	// while the breaker is open or half-open, or while failures and
-	// timeouts outnumber successes.
-	Warnings []string
+	// successful calls, rounded up to the millisecond; nil below
+	// AdvisorMinSuccesses of them.
+	RecommendedTimeout *Millis `json:"recommended_timeout_ms"`
+	WindowMS           int64   `json:"window_ms"`
+	// Warnings, never nil, say when the timeout and the latency disagree;
+	// there are none while the breaker is open or half-open, or while
+	// failures and timeouts outnumber successes.
+	Warnings []string `json:"warnings"`
+}
+
+// Millis is a duration whose JSON is a number of milliseconds, to the
+// microsecond.
+type Millis time.Duration
+
+// MarshalJSON writes m in milliseconds.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, float64(time.Duration(m).Microseconds())/1000, 'f', -1, 64), nil
 }
 
 // AdvisorMinSuccesses is how many successful calls the window must hold
@@ -146,13 +159,15 @@ func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 func (g *Guard) Snapshot() Snapshot {
 	s, now := g.cur.Load(), g.clock.Now()
 	a := g.advise(s, now)
-	inUse, capacity, queued := g.bulkhead.usage()
+	timeout := g.inForce(s)
 	snap := Snapshot{Name: g.name, Breaker: a.state, Counts: make(map[string]int64, numCounters),
 		Latency: s.window.latencies(now, false).percentiles(), SuccessLatency: a.ok,
-		InUse: int64(inUse), Capacity: int64(capacity), Queued: int64(queued), Timeout: g.inForce(s), AutoTimeout: s.cfg.AutoTimeout,
-		Recommended: a.ok.Count >= AdvisorMinSuccesses, RecommendedTimeout: a.rec}
-	if snap.AutoTimeout {
-		snap.TimeoutMin, snap.TimeoutMax = g.autoBounds(&s.cfg)
+		Bulkhead: g.bulkhead.usage(), Timeout: Millis(timeout), TimeoutMode: "fixed",
+		WindowMS: s.cfg.Breaker.Window.Milliseconds(), Warnings: []string{}}
+	var lo, hi time.Duration
+	if s.cfg.AutoTimeout {
+		lo, hi = g.autoBounds(&s.cfg)
+		snap.TimeoutMode, snap.TimeoutMin, snap.TimeoutMax = "auto", ptr(Millis(lo)), ptr(Millis(hi))
 	}
 	for i, n := range a.c {
 		snap.Counts[counterNames[i]] = n
@@ -161,12 +176,16 @@ func (g *Guard) Snapshot() Snapshot {
 	if calls > 0 {
 		snap.ErrorPercent = float64(a.c[cFailure]+a.c[cTimeout]) * 100 / float64(calls)
 	}
-	if !snap.Recommended || !a.healthy {
+	if a.ok.Count < AdvisorMinSuccesses {
 		return snap
 	}
-	rec, to := a.rec, snap.Timeout.Round(time.Millisecond)
+	snap.RecommendedTimeout = ptr(Millis(a.rec))
+	if !a.healthy {
+		return snap
+	}
+	rec, to := a.rec, timeout.Round(time.Millisecond)
 	switch {
-	case rec <= snap.Timeout || (snap.AutoTimeout && snap.Timeout < snap.TimeoutMax): // fine, or on its way up
+	case rec <= timeout || (s.cfg.AutoTimeout && timeout < hi): // fine, or on its way up
 	case a.c[cTimeout]*1000 >= calls: // over 0.1% time out
 		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v and %.1f%% of calls time out: "+
 			"healthy calls are being cut off (successful calls reach P99.9 %v)",
@@ -181,3 +200,5 @@ func (g *Guard) Snapshot() Snapshot {
 	}
 	return snap
 }
+
+func ptr[T any](v T) *T { return &v }

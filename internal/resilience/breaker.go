@@ -26,6 +26,9 @@ func (s State) String() string {
 	return "UNKNOWN"
 }
 
+// MarshalText is String, for JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
 // Force is an operator's override of the breaker.
 type Force uint8
 

@@ -84,9 +84,16 @@ func (b *bulkhead) resize(capacity int) {
 	}
 }
 
-// usage is the slots in use, the capacity and the calls queued.
-func (b *bulkhead) usage() (inUse, capacity, queued int) {
+// Usage is a bulkhead's slots at one instant.
+type Usage struct {
+	InUse    int64 `json:"in_use"`
+	Capacity int64 `json:"capacity"`
+	Queued   int64 `json:"queued"`
+}
+
+// usage reads the slots now.
+func (b *bulkhead) usage() Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.inUse, b.capacity, len(b.waiters)
+	return Usage{int64(b.inUse), int64(b.capacity), int64(len(b.waiters))}
 }

@@ -137,8 +137,8 @@ func TestKinds(t *testing.T) {
 
 func bg() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
 
-func inUse(g *Guard) int  { n, _, _ := g.bulkhead.usage(); return n }
-func queued(g *Guard) int { _, _, n := g.bulkhead.usage(); return n }
+func inUse(g *Guard) int  { return int(g.bulkhead.usage().InUse) }
+func queued(g *Guard) int { return int(g.bulkhead.usage().Queued) }
 
 func TestErrorWrapsCause(t *testing.T) {
 	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 1}})
@@ -645,14 +645,14 @@ func TestAdvisor(t *testing.T) {
 	t.Run("healthy baseline", func(t *testing.T) {
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))
 		feed(g, AdvisorMinSuccesses-1, KindSuccess, 20*time.Millisecond)
-		if s := g.Snapshot(); s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
-			t.Fatalf("%d successes: recommended %v %v, warnings %q; want none yet", AdvisorMinSuccesses-1, s.Recommended, s.RecommendedTimeout, s.Warnings)
+		if s := g.Snapshot(); s.RecommendedTimeout != nil || len(s.Warnings) != 0 {
+			t.Fatalf("%d successes: recommended %v, warnings %q; want none yet", AdvisorMinSuccesses-1, dur(s.RecommendedTimeout), s.Warnings)
 		}
 		healthyBaseline(g)
 		s := g.Snapshot()
 		// P99 ≈ 20.5 ms, P99.9 ≈ 41 ms (bin upper bounds): max(61, 82) + 50.
-		if !s.Recommended || s.RecommendedTimeout != 132*time.Millisecond {
-			t.Fatalf("recommended %v %v for %+v", s.Recommended, s.RecommendedTimeout, s.SuccessLatency)
+		if dur(s.RecommendedTimeout) != 132*time.Millisecond {
+			t.Fatalf("recommended %v for %+v", dur(s.RecommendedTimeout), s.SuccessLatency)
 		}
 		if len(s.Warnings) != 0 {
 			t.Fatalf("warnings %q on a healthy dependency with a generous timeout", s.Warnings)
@@ -665,22 +665,22 @@ func TestAdvisor(t *testing.T) {
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))
 		feed(g, 1, KindTimeout, 500*time.Millisecond)
 		s := g.Snapshot()
-		if s.Recommended || s.RecommendedTimeout != 0 || len(s.Warnings) != 0 {
-			t.Fatalf("one timeout: recommended %v %v, warnings %q", s.Recommended, s.RecommendedTimeout, s.Warnings)
+		if s.RecommendedTimeout != nil || len(s.Warnings) != 0 {
+			t.Fatalf("one timeout: recommended %v, warnings %q", dur(s.RecommendedTimeout), s.Warnings)
 		}
 		// After a healthy baseline: the hang opens the breaker, the advice
 		// stays what the successes say and nothing claims healthy calls
 		// are cut off.
 		g = mustGuard(t, logistics, WithClock(newFakeClock()))
 		healthyBaseline(g)
-		before := g.Snapshot().RecommendedTimeout
+		before := dur(g.Snapshot().RecommendedTimeout)
 		feed(g, 50, KindTimeout, 500*time.Millisecond)
 		s = g.Snapshot()
 		if s.Breaker != StateOpen {
 			t.Fatalf("breaker %v after 50 timeouts in a row", s.Breaker)
 		}
-		if s.RecommendedTimeout != before || len(s.Warnings) != 0 {
-			t.Fatalf("during a hang: recommended %v (before %v), warnings %q", s.RecommendedTimeout, before, s.Warnings)
+		if dur(s.RecommendedTimeout) != before || len(s.Warnings) != 0 {
+			t.Fatalf("during a hang: recommended %v (before %v), warnings %q", dur(s.RecommendedTimeout), before, s.Warnings)
 		}
 		// Failures dominating with the breaker forced closed: still no advice.
 		g.ForceBreaker(ForceClosed)
@@ -699,8 +699,8 @@ func TestAdvisor(t *testing.T) {
 		feed(g, 990, KindSuccess, 300*time.Millisecond)
 		feed(g, 10, KindSuccess, 330*time.Millisecond)
 		s := g.Snapshot()
-		if !s.Recommended || s.RecommendedTimeout < 3*300*time.Millisecond || s.RecommendedTimeout%time.Millisecond != 0 {
-			t.Fatalf("recommended %v for %+v", s.RecommendedTimeout, s.SuccessLatency)
+		if rec := dur(s.RecommendedTimeout); rec < 3*300*time.Millisecond || rec%time.Millisecond != 0 {
+			t.Fatalf("recommended %v for %+v", rec, s.SuccessLatency)
 		}
 		if len(s.Warnings) != 1 || contains(s.Warnings[0], "cut off") || !contains(s.Warnings[0], "below the recommended") {
 			t.Fatalf("warnings %q: want only that the timeout is tighter than the rule", s.Warnings)
@@ -727,8 +727,8 @@ func TestSnapshotWarnsAtTheCallsEnd(t *testing.T) {
 	g := mustGuard(t, Config{Timeout: 600 * time.Millisecond}, WithClock(clk), WithCallsEnd(1400*time.Millisecond))
 	feed(g, 1000, KindSuccess, 450*time.Millisecond) // P99 ≈ 459 ms: the rule says ≈ 1427 ms
 	s := g.Snapshot()
-	if s.RecommendedTimeout <= 1400*time.Millisecond || s.RecommendedTimeout >= 1500*time.Millisecond {
-		t.Fatalf("recommended %v: the test wants it between the calls' end and the deadline", s.RecommendedTimeout)
+	if rec := dur(s.RecommendedTimeout); rec <= 1400*time.Millisecond || rec >= 1500*time.Millisecond {
+		t.Fatalf("recommended %v: the test wants it between the calls' end and the deadline", dur(s.RecommendedTimeout))
 	}
 	if len(s.Warnings) != 2 || !contains(s.Warnings[1], "reaches the calls' end 1.4s") {
 		t.Fatalf("warnings %q: want the calls' end warning", s.Warnings)

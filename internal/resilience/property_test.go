@@ -40,8 +40,8 @@ func TestPropertyBulkheadNeverOversubscribed(t *testing.T) {
 		if p := peak.Load(); p > int64(capacity) {
 			t.Fatalf("%d calls ran at once, capacity %d", p, capacity)
 		}
-		if n, _, q := g.bulkhead.usage(); n != 0 || q != 0 {
-			t.Fatalf("%d slots still taken, %d calls still queued", n, q)
+		if u := g.bulkhead.usage(); u.InUse != 0 || u.Queued != 0 {
+			t.Fatalf("%d slots still taken, %d calls still queued", u.InUse, u.Queued)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"fmt"
 	"math/bits"
 	"sync"
 	"time"
@@ -185,6 +186,13 @@ func (h *histogram) quantile(q float64) time.Duration {
 type Percentiles struct {
 	P50, P90, P99, P999 time.Duration
 	Count               int64
+}
+
+// MarshalJSON writes the percentiles in milliseconds, as Millis does, and
+// the count.
+func (p Percentiles) MarshalJSON() ([]byte, error) {
+	ms := func(d time.Duration) []byte { b, _ := Millis(d).MarshalJSON(); return b }
+	return fmt.Appendf(nil, `{"p50":%s,"p90":%s,"p99":%s,"p999":%s,"count":%d}`, ms(p.P50), ms(p.P90), ms(p.P99), ms(p.P999), p.Count), nil
 }
 
 func (h *histogram) percentiles() Percentiles {

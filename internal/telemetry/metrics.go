@@ -155,13 +155,16 @@ func (t *Telemetry) Observe(s State) error {
 		for _, g := range s.Guards {
 			snap, d := g.Snapshot(), with(dependency(g.Name()))
 			o.ObserveFloat64(state, breakerValues[snap.Breaker], d)
-			o.ObserveFloat64(inUse, float64(snap.InUse), d)
-			o.ObserveFloat64(capacity, float64(snap.Capacity), d)
-			o.ObserveFloat64(queued, float64(snap.Queued), d)
-			o.ObserveFloat64(timeout, snap.Timeout.Seconds(), d)
-			o.ObserveFloat64(recommended, snap.RecommendedTimeout.Seconds(), d)
-			var auto float64
-			if snap.AutoTimeout {
+			o.ObserveFloat64(inUse, float64(snap.Bulkhead.InUse), d)
+			o.ObserveFloat64(capacity, float64(snap.Bulkhead.Capacity), d)
+			o.ObserveFloat64(queued, float64(snap.Bulkhead.Queued), d)
+			o.ObserveFloat64(timeout, time.Duration(snap.Timeout).Seconds(), d)
+			var rec, auto float64
+			if snap.RecommendedTimeout != nil {
+				rec = time.Duration(*snap.RecommendedTimeout).Seconds()
+			}
+			o.ObserveFloat64(recommended, rec, d)
+			if snap.TimeoutMode == "auto" {
 				auto = 1
 			}
 			o.ObserveFloat64(adaptive, auto, d)
