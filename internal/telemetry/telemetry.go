@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/baggage"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -212,7 +213,7 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // error goes to echo's HTTPErrorHandler here, so that the span records the
 // status sent, and the middleware returns nil. Register it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
-	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithFilter(traced),
+	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()), otelhttp.WithFilter(traced),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -266,14 +267,37 @@ func keepBaggage(ctx context.Context, keys []string) context.Context {
 	return baggage.ContextWithBaggage(ctx, b)
 }
 
-// WrapTransport fits downstream.Config.WrapTransport: otelhttp's transport,
-// so that every attempt to dep is a client span ("<dep> GET",
-// orderagg.dependency set) carrying traceparent and the request's allowed
-// baggage to the downstream.
+// WrapTransport fits downstream.Config.WrapTransport. With traces on it is
+// otelhttp's transport, so that every attempt to dep is a client span
+// ("<dep> GET", orderagg.dependency set) carrying traceparent and the
+// request's allowed baggage to the downstream. With traces off there is no
+// span to make, and the transport only passes on the context the request
+// carries: a caller's traceparent and the allowed baggage. Neither records
+// metrics of its own (otelhttp's http.client.* series are not exported);
+// orderagg's are in the runbook.
 func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.RoundTripper {
-	return otelhttp.NewTransport(next, otelhttp.WithTracerProvider(t.tp),
+	if !t.tracing {
+		return propagating{next}
+	}
+	return otelhttp.NewTransport(next, otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return dep + " " + r.Method }),
 		otelhttp.WithSpanOptions(trace.WithAttributes(attrSpanDependency.String(dep))))
+}
+
+// propagating injects the request context's trace context and baggage
+// with the global propagator, into a copy of the headers (a RoundTripper
+// leaves its request as it got it).
+type propagating struct{ next http.RoundTripper }
+
+func (p propagating) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx := r.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+		return p.next.RoundTrip(r)
+	}
+	r2 := *r
+	r2.Header = r.Header.Clone()
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r2.Header))
+	return p.next.RoundTrip(&r2)
 }
 
 // LogHandler wraps h so that every record logged with a context holding a
