@@ -77,6 +77,7 @@ type Client[T any] struct {
 	base    string // BaseURL without its trailing slashes
 	http    *http.Client
 	pool    *http.Transport
+	timeout time.Duration
 	maxBody int64
 }
 
@@ -102,8 +103,10 @@ func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 		rt = c.WrapTransport(api.Name, pool)
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// No http.Client.Timeout: get bounds each call by its context, so that
+	// a call with a deadline (every guarded one) arms no timer of its own.
 	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool, maxBody: cmp.Or(c.MaxBodyBytes, 1<<20),
-		http: &http.Client{Transport: rt, CheckRedirect: noRedirect, Timeout: cmp.Or(c.Timeout, 2*time.Second)}}, nil
+		timeout: cmp.Or(c.Timeout, 2*time.Second), http: &http.Client{Transport: rt, CheckRedirect: noRedirect}}, nil
 }
 
 // Close closes idle connections; calls in flight go on.
@@ -133,13 +136,17 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	callCtx, left := ctx, c.timeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
+		left = time.Until(dl)
+	} else {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeout(ctx, left)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(callCtx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return nil, resilience.BadRequest(err)
-	}
-	left := c.http.Timeout
-	if dl, ok := ctx.Deadline(); ok {
-		left = min(left, time.Until(dl))
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, left.Milliseconds()), 10))
