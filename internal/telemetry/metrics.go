@@ -231,6 +231,27 @@ type Listener struct {
 	cfg  Config
 	mu   sync.Mutex
 	deps map[string]*fallbackLog
+	sets sync.Map // eventSet → metric.MeasurementOption, built once per pair
+}
+
+// eventSet names the attributes of an event's series; event is empty for
+// the series labelled by dependency alone. Both come from fixed sets (the
+// registry's dependencies, resilience's event names), so the cache is
+// bounded.
+type eventSet struct{ dep, event string }
+
+// attrs returns the attribute set of (dep, event), computed on first use.
+func (l *Listener) attrs(dep, event string) metric.MeasurementOption {
+	k := eventSet{dep, event}
+	if o, ok := l.sets.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kvs := []attribute.KeyValue{dependency(dep)}
+	if event != "" {
+		kvs = append(kvs, attribute.String("event", event))
+	}
+	o, _ := l.sets.LoadOrStore(k, with(kvs...))
+	return o.(metric.MeasurementOption)
 }
 
 type fallbackLog struct {
@@ -260,7 +281,7 @@ func (l *Listener) fallbackLog(dep string) *fallbackLog {
 
 // OnEvent counts e and logs a fallback.
 func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
-	dep, ev := with(dependency(e.Dependency)), with(dependency(e.Dependency), attribute.String("event", e.Name()))
+	dep, ev := l.attrs(e.Dependency, ""), l.attrs(e.Dependency, e.Name())
 	l.in.events.Add(ctx, 1, ev)
 	if e.Fallback {
 		l.logFallback(ctx, e)
@@ -343,7 +364,7 @@ func (l *Listener) OnTimeoutChange(c resilience.TimeoutChange) {
 // a miss as cache_miss with its reason, and adds a "cache lookup" event to
 // the span in ctx.
 func (l *Listener) CacheLookup(ctx context.Context, dep, outcome string) {
-	attrs := with(dependency(dep), attribute.String("event", "cache_hit"))
+	attrs := l.attrs(dep, "cache_hit")
 	if outcome != "hit" {
 		attrs = with(dependency(dep), attribute.String("event", "cache_miss"), attribute.String("reason", outcome))
 	}
