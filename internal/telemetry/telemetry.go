@@ -211,8 +211,14 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // peer's unless the peer is a trusted proxy; of the caller's baggage only
 // Config.ForwardBaggage's keys stay in the request's context. A handler's
 // error goes to echo's HTTPErrorHandler here, so that the span records the
-// status sent, and the middleware returns nil. Register it with e.Use.
+// status sent, and the middleware returns nil. With traces off there is no
+// span: the middleware only puts the caller's trace context and allowed
+// baggage in the request's context, for WrapTransport to pass on. Register
+// it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
+	if !t.tracing {
+		return t.propagateOnly
+	}
 	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()), otelhttp.WithFilter(traced),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -242,6 +248,22 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 	}
 }
 
+// propagateOnly is Middleware with traces off.
+func (t *Telemetry) propagateOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		ctx := r.Context()
+		if traced(r) {
+			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+		}
+		c.SetRequest(r.WithContext(keepBaggage(ctx, t.cfg.ForwardBaggage)))
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		return nil
+	}
+}
+
 var routeParam = regexp.MustCompile(`/:([^/]+)`)
 
 // routeTemplate turns echo's "/v1/orders/:id" into "/v1/orders/{id}".
@@ -257,6 +279,9 @@ func traced(r *http.Request) bool {
 // keepBaggage keeps, of ctx's baggage, the members whose keys are listed.
 func keepBaggage(ctx context.Context, keys []string) context.Context {
 	all := baggage.FromContext(ctx)
+	if all.Len() == 0 {
+		return ctx
+	}
 	var kept []baggage.Member
 	for _, k := range keys {
 		if m := all.Member(k); m.Key() != "" {
