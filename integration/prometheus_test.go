@@ -175,7 +175,7 @@ func TestPrometheusAlertsAndDashboard(t *testing.T) {
 	})
 
 	// Healthy.
-	healthy := startTraffic(base, "o-pm", "nf-pm")
+	healthy := startTraffic(t, base, "o-pm", "nf-pm")
 	quiet := time.Now().Add(12 * time.Second)
 	for time.Now().Before(quiet) {
 		require.Empty(t, prom.activeAlerts(t), "alerts while everything is healthy")
@@ -204,7 +204,7 @@ func TestPrometheusAlertsAndDashboard(t *testing.T) {
 	setFault(t, simURL, depLogistics, `{"hang":true}`)
 	t.Cleanup(func() { clearFaults(t, simURL) })
 	hangStart := time.Now()
-	hung := startTraffic(base, "o-pm", "nf-pm")
+	hung := startTraffic(t, base, "o-pm", "nf-pm")
 	t.Cleanup(func() { hung.stop(t) })
 	want := map[string]bool{ // the alerts a hung logistics must raise, and no other
 		"OrderaggBreakerOpen{logistics}":        true,
@@ -405,9 +405,10 @@ func (c pageCounts) add(o pageCounts) pageCounts {
 	return out
 }
 
-func startTraffic(base, prefix, notFoundPrefix string) *traffic {
+func startTraffic(t *testing.T, base, prefix, notFoundPrefix string) *traffic {
 	ctx, stopping := context.WithCancel(context.Background())
 	tr := &traffic{stopping: stopping, done: make(chan struct{}), counts: pageCounts{byStatus: map[int]int{}}}
+	t.Cleanup(func() { stopping(); <-tr.done }) // a test that fails before stop still waits for its traffic
 	go func() {
 		defer close(tr.done)
 		tick := time.NewTicker(25 * time.Millisecond)
