@@ -64,7 +64,7 @@ func TestFloorScenario(t *testing.T) {
 		if _, rounds, ok := strings.Cut(found, "per round "); !ok || len(strings.Split(rounds, ", ")) != 9 || !strings.Contains(found, "all rounds pooled") {
 			t.Errorf("the CPU finding lacks the nine rounds' ratios and the pooled one: %q", found)
 		}
-		if !regexp.MustCompile(`median round [0-9.]+× \(target ≤ 1\.10×: (met|NOT met)\)`).MatchString(found) {
+		if !regexp.MustCompile(`median round [0-9.]+× \(target ≤ 1\.25×: (met|NOT met)\)`).MatchString(found) {
 			t.Errorf("the CPU finding does not judge the median round: %q", found)
 		}
 		if _, ok := r.Steps[0].Derived["redis_server_us_per_request"]; !ok {
