@@ -59,7 +59,7 @@ var impls = []impl{
 // errRejected is what the hand-rolled implementations return when full or open.
 var errRejected = errors.New("rejected")
 
-// orderagg: resilience.Do with the defaults (retries on failure, no hedging,
+// orderagg: resilience.Do with the defaults (retries on failure,
 // rolling-window breaker, latency histogram) and the spec's bulkhead/timeout.
 func newOrderagg(s spec) call {
 	g, err := resilience.New("bench", resilience.Config{

@@ -93,8 +93,8 @@ func meanOf(rs []Review) (float64, bool) {
 var Entry = downstream.Entry{
 	Name: "reviews", Section: "reviews", Place: 4, // after logistics
 	// No bulkhead: internal/config sizes it from --max-inflight like the
-	// others'. The breaker, one retry and no hedging are the resilience
-	// defaults, whose reasons internal/config gives.
+	// others'. The breaker and one retry are the resilience defaults,
+	// whose reasons internal/config gives.
 	Defaults: resilience.Config{
 		Timeout: 250 * time.Millisecond,
 	},

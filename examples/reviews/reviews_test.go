@@ -536,10 +536,10 @@ func TestEntryDefaultsPassConfigRules(t *testing.T) {
 	if d.Timeout >= bounds.CallsEnd() || d.CacheMaxAge <= 0 || d.FallbackTimeout <= cache.Timeout {
 		t.Fatalf("timeout %v, cache_max_age %v, fallback_timeout %v (cache timeout %v)", d.Timeout, d.CacheMaxAge, d.FallbackTimeout, cache.Timeout)
 	}
-	// What the entry leaves to the resilience defaults: one retry, the
-	// breaker, no hedging; and the bulkhead to internal/config, which sizes
-	// it from --max-inflight.
-	if reviews.Entry.Defaults.Bulkhead.MaxConcurrent != 0 || d.Retry.MaxAttempts != 2 || d.Hedge.Enabled {
+	// What the entry leaves to the resilience defaults: one retry and the
+	// breaker; and the bulkhead to internal/config, which sizes it from
+	// --max-inflight.
+	if reviews.Entry.Defaults.Bulkhead.MaxConcurrent != 0 || d.Retry.MaxAttempts != 2 {
 		t.Fatalf("settings %+v", d.Config)
 	}
 	// The guard accepts them, and the admin API shows them keyed like the

@@ -66,8 +66,7 @@ func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultM
 // DefaultDependenciesFor returns the registry entries' Defaults and
 // CacheDefaults, every field filled in. A bulkhead they leave unset never
 // refuses a call while maxInflight pages are admitted: maxInflight slots for
-// a downstream (twice that with hedging), and for the cache one read per
-// section of every page.
+// a downstream, and for the cache one read per section of every page.
 func DefaultDependenciesFor(maxInflight int) Dependencies {
 	d := Dependencies{NameCache: {Config: CacheDefaults}}
 	for _, e := range downstream.Registered() {
@@ -78,8 +77,6 @@ func DefaultDependenciesFor(maxInflight int) Dependencies {
 		case dep.Bulkhead.MaxConcurrent > 0:
 		case name == NameCache:
 			dep.Bulkhead.MaxConcurrent = maxInflight * len(downstream.Names())
-		case dep.Hedge.Enabled:
-			dep.Bulkhead.MaxConcurrent = 2 * maxInflight
 		default:
 			dep.Bulkhead.MaxConcurrent = maxInflight
 		}

@@ -12,7 +12,7 @@ import (
 
 // manualClock is the guards' clock: it moves only when told to, so the
 // order's breaker stays open (or sleeps out) exactly when the test says.
-// The guards in these tests never wait (one attempt, no hedge, no bulkhead
+// The guards in these tests never wait (one attempt, no bulkhead
 // queue); real time serves if one ever does.
 type manualClock struct {
 	mu  sync.Mutex

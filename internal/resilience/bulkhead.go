@@ -18,11 +18,6 @@ type bulkhead struct {
 	waiters  []chan struct{} // closing one hands it a slot
 }
 
-// tryAcquire takes a free slot, if there is one.
-func (b *bulkhead) tryAcquire() bool {
-	return b.acquire(context.Background(), 0, 0, nil) == KindSuccess
-}
-
 // acquire takes a slot, waiting for at most wait in a queue of at most
 // maxQueue: KindSuccess with a slot, KindRejected when the bulkhead and the
 // queue are full or the wait ran out, KindDeadline when ctx ended first.

@@ -9,8 +9,7 @@ import (
 
 // fakeClock moves only when told to. Its deadline contexts end when the
 // clock reaches their deadline. With auto set, every wait (After) moves the
-// clock by its length at once, so backoffs and hedge delays cost no real
-// time.
+// clock by its length at once, so backoffs cost no real time.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time

@@ -12,14 +12,13 @@ import (
 // yaml names are the keys of the dependency's section of the --config file
 // and of the admin API's PATCH body.
 type Config struct {
-	// Timeout is the sub-budget of one call, retries and hedges included,
-	// always cut to the caller's deadline; 1s. Under AutoTimeout it is
-	// where the adaptive sub-budget starts.
+	// Timeout is the sub-budget of one call, retries included, always cut
+	// to the caller's deadline; 1s. Under AutoTimeout it is where the
+	// adaptive sub-budget starts.
 	Timeout  time.Duration  `yaml:"timeout" json:"timeout"`
 	Bulkhead BulkheadConfig `yaml:"bulkhead" json:"bulkhead"`
 	Breaker  BreakerConfig  `yaml:"breaker" json:"breaker"`
 	Retry    RetryConfig    `yaml:"retry" json:"retry"`
-	Hedge    HedgeConfig    `yaml:"hedge" json:"hedge"`
 	// FallbackTimeout bounds a fallback run after the call failed; 80ms.
 	FallbackTimeout time.Duration `yaml:"fallback_timeout" json:"fallback_timeout"`
 	// TimeoutMargin is added to max(3×P99, 2×P99.9) to recommend a timeout; 50ms.
@@ -70,19 +69,10 @@ type RetryConfig struct {
 	// MaxBackoff (100ms); the wait is drawn from (0, backoff]; 10ms.
 	Backoff    time.Duration `yaml:"backoff" json:"backoff"`
 	MaxBackoff time.Duration `yaml:"max_backoff" json:"max_backoff"`
-	// BudgetPercent: retries and hedges in the window stay under this share
-	// of the calls (20) plus BudgetMin (10).
+	// BudgetPercent: retries in the window stay under this share of the
+	// calls (20) plus BudgetMin (10).
 	BudgetPercent float64 `yaml:"budget_percent" json:"budget_percent"`
 	BudgetMin     int     `yaml:"budget_min" json:"budget_min"`
-}
-
-// HedgeConfig sets hedged (backup) attempts, off by default: a hedge starts
-// after the observed Percentile (95) of latency, and never before MinDelay
-// (20ms).
-type HedgeConfig struct {
-	Enabled    bool          `yaml:"enabled" json:"enabled"`
-	Percentile float64       `yaml:"percentile" json:"percentile"`
-	MinDelay   time.Duration `yaml:"min_delay" json:"min_delay"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -106,8 +96,6 @@ func (c Config) WithDefaults() Config {
 	c.Retry.MaxBackoff = cmp.Or(c.Retry.MaxBackoff, 100*time.Millisecond)
 	c.Retry.BudgetPercent = cmp.Or(c.Retry.BudgetPercent, 20)
 	c.Retry.BudgetMin = cmp.Or(c.Retry.BudgetMin, 10)
-	c.Hedge.Percentile = cmp.Or(c.Hedge.Percentile, 95)
-	c.Hedge.MinDelay = cmp.Or(c.Hedge.MinDelay, 20*time.Millisecond)
 	return c
 }
 
@@ -121,7 +109,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 		}
 	}
-	b, r, h := c.Breaker, c.Retry, c.Hedge
+	b, r := c.Breaker, c.Retry
 	check(c.Timeout > 0, "timeout", "must be positive, got %v", c.Timeout)
 	check(c.FallbackTimeout > 0, "fallback_timeout", "must be positive, got %v", c.FallbackTimeout)
 	check(c.TimeoutMargin >= 0, "timeout_margin", "must not be negative, got %v", c.TimeoutMargin)
@@ -148,7 +136,5 @@ func (c Config) Validate() error {
 	check(r.MaxBackoff >= r.Backoff, "retry.max_backoff", "must be at least retry.backoff (%v), got %v", r.Backoff, r.MaxBackoff)
 	check(r.BudgetPercent >= 0 && r.BudgetPercent <= 100, "retry.budget_percent", "must be in [0, 100], got %v", r.BudgetPercent)
 	check(r.BudgetMin >= 0, "retry.budget_min", "must not be negative, got %d", r.BudgetMin)
-	check(h.Percentile > 0 && h.Percentile < 100, "hedge.percentile", "must be in (0, 100), got %v", h.Percentile)
-	check(h.MinDelay >= 0, "hedge.min_delay", "must not be negative, got %v", h.MinDelay)
 	return errors.Join(errs...)
 }

@@ -7,11 +7,11 @@
 //	context   the sub-budget's deadline, which cancels the work
 //	attempts  fn, retried on KindFailure while the breaker is closed, the
 //	          retry budget has room and the time left holds a backoff and a
-//	          typical attempt; or hedged after the observed tail latency
+//	          typical attempt
 //
 // So nothing outlives the caller's budget, a sick dependency costs no slot,
-// and retries and hedges stay inside the slot and the sub-budget. Fallback
-// runs after DoUntil gave up. Every call ends in one Kind, and errors are
-// *Error values that match the kinds' sentinels. A Guard is built once per
+// and retries stay inside the slot and the sub-budget. Fallback runs after
+// DoUntil gave up. Every call ends in one Kind, and errors are *Error
+// values that match the kinds' sentinels. A Guard is built once per
 // dependency and is safe for concurrent use.
 package resilience

@@ -47,7 +47,7 @@ var (
 type Error struct {
 	Dependency string
 	Kind       Kind
-	Attempts   int // physical attempts made, hedges included
+	Attempts   int // physical attempts made
 	Err        error
 }
 

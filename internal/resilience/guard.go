@@ -3,7 +3,6 @@ package resilience
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -19,8 +18,7 @@ import (
 type Event struct {
 	Dependency string
 	Kind       Kind
-	Attempt    int  // 1 for the first attempt, 2… for retries and hedges
-	Hedge      bool // a hedged (backup) attempt
+	Attempt    int  // 1 for the first attempt, 2… for retries
 	Probe      bool // a half-open probe
 	Fallback   bool // a fallback's outcome: Kind is success or failure
 	Start      time.Time
@@ -71,7 +69,7 @@ func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd =
 // orderagg.dependency and orderagg.event (the outcome's event name), and
 // status Error when the caller got no answer through the dependency's fault
 // or the guard's refusal. A call's span has an "attempt" event per attempt,
-// with orderagg.attempt, orderagg.event, orderagg.hedge and orderagg.probe.
+// with orderagg.attempt, orderagg.event and orderagg.probe.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(g *Guard) { g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience") }
 }
@@ -153,7 +151,7 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 // with the breaker open KindShortCircuited, with the bulkhead full
 // KindRejected, all without calling fn. Otherwise fn runs under the call's
 // sub-budget — the dependency's timeout, cut to ctx's deadline and to until
-// (zero: none) — retried or hedged as configured. A cut at ctx's deadline or
+// (zero: none) — retried as configured. A cut at ctx's deadline or
 // at until is the caller's doing, KindDeadline, and teaches the breaker
 // nothing; a cut at the timeout is KindTimeout. fn must honour its context:
 // DoUntil returns once every attempt has returned.
@@ -179,18 +177,13 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 	cctx, cancel := g.clock.WithDeadline(c.ctx, c.end)
 	defer cancel()
 	for {
-		var r result[T]
-		if c.s.cfg.Hedge.Enabled && c.probe == 0 {
-			r = c.hedged(cctx)
-		} else {
-			c.made++
-			r = c.attempt(cctx, Event{Attempt: c.made})
+		c.made++
+		got, e := c.attempt(cctx)
+		if e.Kind == KindSuccess {
+			return got, nil
 		}
-		if r.Kind == KindSuccess {
-			return r.v, nil
-		}
-		if r.Kind != KindFailure || !c.mayRetry(cctx) {
-			return v, &Error{Dependency: g.name, Kind: r.Kind, Attempts: c.made, Err: r.Err}
+		if e.Kind != KindFailure || !c.mayRetry(cctx) {
+			return v, &Error{Dependency: g.name, Kind: e.Kind, Attempts: c.made, Err: e.Err}
 		}
 	}
 }
@@ -206,12 +199,7 @@ type call[T any] struct {
 	end     time.Time // when the call's time is up
 	callers bool      // end is the caller's deadline or bound, not the timeout's
 	probe   ticket
-	made    int // attempts started, hedges included
-}
-
-type result[T any] struct {
-	v T
-	Event
+	made    int // attempts started
 }
 
 // admit passes the call through the budget, the breaker and the bulkhead,
@@ -247,26 +235,24 @@ func (c *call[T]) refuse(kind Kind, cause error) error {
 	return &Error{Dependency: c.g.name, Kind: kind, Err: cause}
 }
 
-// attempt makes attempt e (Attempt and Hedge set) in ctx, classifies its
-// outcome and settles it.
-func (c *call[T]) attempt(ctx context.Context, e Event) result[T] {
-	e.Dependency, e.Probe, e.Start = c.g.name, c.probe != 0, c.g.clock.Now()
+// attempt makes attempt c.made in ctx, classifies its outcome and settles
+// it.
+func (c *call[T]) attempt(ctx context.Context) (T, Event) {
+	e := Event{Dependency: c.g.name, Attempt: c.made, Probe: c.probe != 0, Start: c.g.clock.Now()}
 	v, err := c.fn(ctx)
 	e.Duration, e.Err = c.g.clock.Now().Sub(e.Start), err
 	e.Kind = c.classify(ctx, err)
 	c.settle(e)
-	return result[T]{v, e}
+	return v, e
 }
 
 // classify turns fn's result into a kind by whose time ran out: the
 // timeout's is the dependency's KindTimeout; the caller's deadline, bound
-// or cancellation, or a hedge that lost, is KindDeadline.
+// or cancellation is KindDeadline.
 func (c *call[T]) classify(ctx context.Context, err error) Kind {
 	cut := ctx.Err() != nil
 	callers := c.ctx.Err() != nil || (cut && c.callers)
 	switch {
-	case cut && context.Cause(ctx) == errHedgeLost:
-		return KindDeadline
 	case err == nil && cut && !callers:
 		return KindTimeout // an answer after the budget: the caller could not have waited for it
 	case err == nil:
@@ -292,7 +278,7 @@ func (c *call[T]) settle(e Event) {
 	g.tell(c.ctx, e)
 	if c.span.IsRecording() {
 		c.span.AddEvent("attempt", trace.WithAttributes(attribute.Int("orderagg.attempt", e.Attempt),
-			attrEvent.String(e.Name()), attribute.Bool("orderagg.hedge", e.Hedge), attribute.Bool("orderagg.probe", e.Probe)))
+			attrEvent.String(e.Name()), attribute.Bool("orderagg.probe", e.Probe)))
 	}
 }
 
@@ -323,62 +309,14 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 	}
 }
 
-// budgetLeft reports whether retries and hedges in the window are under
+// budgetLeft reports whether the retries in the window are under
 // BudgetPercent of the calls plus BudgetMin, so that an outage does not
 // multiply the load on a sick dependency.
 func (c *call[T]) budgetLeft(now time.Time) bool {
 	n, r := c.s.window.counts(now, time.Time{}), &c.s.cfg.Retry
-	extra := n[cRetry] + n[cHedge]
-	calls := n[cSuccess] + n[cFailure] + n[cTimeout] + n[cBadRequest] - extra
-	return extra < int64(float64(calls)*r.BudgetPercent/100)+int64(r.BudgetMin)
+	calls := n[cSuccess] + n[cFailure] + n[cTimeout] + n[cBadRequest] - n[cRetry]
+	return n[cRetry] < int64(float64(calls)*r.BudgetPercent/100)+int64(r.BudgetMin)
 }
-
-// hedged runs one attempt and, if it has not answered after the observed
-// Hedge.Percentile latency (at least MinDelay), a second beside it in a
-// slot of its own, when the retry budget and the time left allow. The
-// first answer wins and the other attempt is cancelled; hedged returns
-// once every attempt it started has returned.
-func (c *call[T]) hedged(cctx context.Context) (r result[T]) {
-	actx, cancel := context.WithCancelCause(cctx)
-	results, running := make(chan result[T], 2), 0
-	defer func() {
-		for cancel(errHedgeLost); running > 0; running-- {
-			<-results
-		}
-	}()
-	launch := func(hedge bool) {
-		c.made++
-		running++
-		go func(e Event) {
-			r := c.attempt(actx, e)
-			if e.Hedge {
-				c.g.bulkhead.release()
-			}
-			results <- r
-		}(Event{Attempt: c.made, Hedge: hedge})
-	}
-	lat := c.s.window.latencies(c.g.clock.Now(), false)
-	timer := c.g.clock.After(max(lat.quantile(c.s.cfg.Hedge.Percentile/100), c.s.cfg.Hedge.MinDelay))
-	launch(false)
-	for running > 0 {
-		select {
-		case r = <-results:
-			if running--; r.Kind == KindSuccess || r.Kind == KindBadRequest {
-				return r
-			}
-		case <-timer:
-			timer = nil
-			now := c.g.clock.Now()
-			if c.end.Sub(now) > lat.quantile(0.5) && c.budgetLeft(now) && c.g.bulkhead.tryAcquire() {
-				launch(true)
-			}
-		}
-	}
-	return r
-}
-
-// errHedgeLost is the cause given to the losing attempt of a hedge.
-var errHedgeLost = errors.New("resilience: the other attempt answered first")
 
 // Fallback runs fb after a guarded call failed with cause, bounded by the
 // guard's FallbackTimeout and ctx's deadline, and reports fallback_success

@@ -515,60 +515,6 @@ func TestNoRetryWhileBreakerOpen(t *testing.T) {
 	}
 }
 
-func TestHedgeWinsAndLoserIsCancelled(t *testing.T) {
-	clk := newFakeClock()
-	clk.auto = true // the hedge delay elapses at once
-	rec := &recorder{}
-	g := mustGuard(t, Config{Hedge: HedgeConfig{Enabled: true}}, WithClock(clk), WithListener(rec))
-	var mu sync.Mutex
-	n := 0
-	loserCancelled := make(chan struct{})
-	fn := func(ctx context.Context) (string, error) {
-		mu.Lock()
-		n++
-		first := n == 1
-		mu.Unlock()
-		if first {
-			<-ctx.Done() // the first attempt to arrive hangs until the other wins
-			close(loserCancelled)
-			return "", ctx.Err()
-		}
-		return "hedge", nil
-	}
-	v, err := Do(context.Background(), g, fn)
-	if err != nil || v != "hedge" {
-		t.Fatalf("v %q err %v", v, err)
-	}
-	select {
-	case <-loserCancelled:
-	default:
-		t.Fatal("Do returned before the losing attempt did")
-	}
-	if int64(inUse(g)) != 0 {
-		t.Fatalf("slots leaked: %d", int64(inUse(g)))
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	// Whichever attempt reached fn first hung (the scheduler decides which
-	// goroutine runs first): one attempt won, the other lost, and exactly
-	// one of the two was the hedge.
-	var hedges, wins, losses int
-	for _, e := range rec.events {
-		if e.Hedge {
-			hedges++
-		}
-		switch e.Kind {
-		case KindSuccess:
-			wins++
-		case KindDeadline:
-			losses++
-		}
-	}
-	if hedges != 1 || wins != 1 || losses != 1 {
-		t.Fatalf("%d hedge events, %d wins, %d losses; want 1, 1, 1", hedges, wins, losses)
-	}
-}
-
 func TestFallbackEvents(t *testing.T) {
 	rec := &recorder{}
 	g := mustGuard(t, Config{FallbackTimeout: 5 * time.Millisecond}, WithListener(rec))
@@ -747,7 +693,6 @@ func TestConfigValidateNamesKey(t *testing.T) {
 		"breaker.half_open_probes":  {Breaker: BreakerConfig{HalfOpenProbes: -1}},
 		"retry.max_attempts":        {Retry: RetryConfig{MaxAttempts: 11}},
 		"retry.max_backoff":         {Retry: RetryConfig{Backoff: time.Second, MaxBackoff: time.Millisecond}},
-		"hedge.percentile":          {Hedge: HedgeConfig{Percentile: 100}},
 		"bulkhead.max_queue":        {Bulkhead: BulkheadConfig{MaxQueue: -1}},
 		"breaker.slow_call_percent": {Breaker: BreakerConfig{SlowCallPercent: -5}},
 	}

@@ -95,7 +95,7 @@ func TestPropertyHalfOpenProbesBounded(t *testing.T) {
 	})
 }
 
-// Retries and hedges stay within the retry budget over the window.
+// Retries stay within the retry budget over the window.
 func TestPropertyRetriesWithinBudget(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		percent := rapid.Float64Range(1, 100).Draw(t, "budget_percent")
@@ -137,16 +137,15 @@ func TestPropertyRetriesWithinBudget(t *testing.T) {
 
 // Every attempt of a call runs under a deadline no later than its start plus
 // the tighter of the sub-budget and the caller's deadline, however the two
-// compare and with a hedge or not, and the call returns once its attempts
+// compare, and the call returns once its attempts
 // are cut off (fn blocks until cancelled: a guard that ignored its budget
 // would wait forever).
 func TestPropertyNoCallOutlivesItsBudget(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		timeout := time.Duration(rapid.IntRange(1, 15).Draw(t, "timeout_ms")) * time.Millisecond
 		deadline := time.Duration(rapid.IntRange(1, 15).Draw(t, "deadline_ms")) * time.Millisecond
-		hedge := rapid.Bool().Draw(t, "hedge")
 		clk := newFakeClock()
-		g, err := New("p", Config{Timeout: timeout, Hedge: HedgeConfig{Enabled: hedge, MinDelay: time.Millisecond}}, WithClock(clk))
+		g, err := New("p", Config{Timeout: timeout}, WithClock(clk))
 		if err != nil {
 			t.Fatal(err)
 		}

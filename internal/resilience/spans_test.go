@@ -74,7 +74,7 @@ func TestCallSpans(t *testing.T) {
 			t.Errorf("call span %d: %v status %v, %d attempts; want event %s, status %v, %d attempts", i, a, s.Status.Code, attempts, want.event, want.status, want.events)
 		}
 	}
-	if a := attrs(calls[0].Events[0].Attributes); a["orderagg.attempt"] != "1" || a["orderagg.event"] != "failure" || a["orderagg.hedge"] != "false" {
+	if a := attrs(calls[0].Events[0].Attributes); a["orderagg.attempt"] != "1" || a["orderagg.event"] != "failure" {
 		t.Errorf("first attempt's span event %v", a)
 	}
 	for _, c := range byName["client GET"] {

@@ -21,7 +21,6 @@ const (
 	cDeadline
 	cSlow
 	cRetry
-	cHedge
 	cFallbackSuccess
 	cFallbackFailure
 	cCacheHit
@@ -30,7 +29,7 @@ const (
 )
 
 var counterNames = append(kindNames[:len(kindNames):len(kindNames)],
-	"slow", "retry", "hedge", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
+	"slow", "retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
 
 // Latencies fall in log-linear bins of microseconds: one per value below
 // 16µs, then 8 per power of two, so a bin's upper bound is within 12.5% of
@@ -111,8 +110,7 @@ func (w *window) add(now time.Time, c counter) {
 }
 
 // record adds an attempt that reached the dependency: its kind, latency and
-// slowness; every attempt after the first counts as a retry, a hedge also
-// as a hedge.
+// slowness; every attempt after the first counts as a retry.
 func (w *window) record(e Event, slow bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -127,9 +125,6 @@ func (w *window) record(e Event, slow bool) {
 	}
 	if e.Attempt > 1 {
 		b.counts[cRetry]++
-	}
-	if e.Hedge {
-		b.counts[cHedge]++
 	}
 }
 

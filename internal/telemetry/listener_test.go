@@ -53,22 +53,6 @@ func TestFallbackLogRateLimited(t *testing.T) {
 	}
 }
 
-// TestHedgeLoserIsNotACause: the losing attempt of a hedge is reported as a
-// deadline while the caller is still waiting; it must not be named as the
-// reason for a later fallback.
-func TestHedgeLoserIsNotACause(t *testing.T) {
-	h := newHarness(t)
-	l := h.tel.Listener()
-	ctx := context.Background()
-	l.OnEvent(ctx, resilience.Event{Dependency: "coupon", Kind: resilience.KindFailure, Attempt: 1})
-	l.OnEvent(ctx, resilience.Event{Dependency: "coupon", Kind: resilience.KindDeadline, Attempt: 2, Hedge: true, Err: context.Canceled})
-	l.OnEvent(ctx, resilience.Event{Dependency: "coupon", Kind: resilience.KindSuccess, Fallback: true})
-	lines := h.logs.jsonLines(t)
-	if len(lines) != 1 || lines[0]["cause"] != "failure" {
-		t.Fatalf("want one line with cause failure, got %v", lines)
-	}
-}
-
 func TestStateChangesLogged(t *testing.T) {
 	h := newHarness(t)
 	l := h.tel.Listener()

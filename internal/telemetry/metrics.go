@@ -46,8 +46,8 @@ var (
 // instruments are the synchronous instruments; the Prometheus exporter
 // appends _total to counters and _seconds to instruments in seconds.
 type instruments struct {
-	events, calls, retries, hedges, transitions, timeoutChanges, requests, rejected metric.Int64Counter
-	attempt, requestDuration                                                        metric.Float64Histogram
+	events, calls, retries, transitions, timeoutChanges, requests, rejected metric.Int64Counter
+	attempt, requestDuration                                                metric.Float64Histogram
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
@@ -64,9 +64,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	}
 	in := &instruments{
 		events:          counter("orderagg_dependency_events", "{event}", "Guarded dependency events, one series per event kind: success, failure, timeout, short_circuited, rejected, bad_request, deadline, fallback_success, fallback_failure, cache_hit, cache_miss (with reason)."),
-		calls:           counter("orderagg_dependency_calls", "{call}", "Logical guarded calls, whether or not they reached the dependency; retries and hedges are not extra calls."),
-		retries:         counter("orderagg_dependency_retries", "{attempt}", "Retry attempts (second and later attempts of a call, hedges excluded)."),
-		hedges:          counter("orderagg_dependency_hedges", "{attempt}", "Hedged (backup) attempts started."),
+		calls:           counter("orderagg_dependency_calls", "{call}", "Logical guarded calls, whether or not they reached the dependency; retries are not extra calls."),
+		retries:         counter("orderagg_dependency_retries", "{attempt}", "Retry attempts (second and later attempts of a call)."),
 		transitions:     counter("orderagg_breaker_transitions", "{transition}", "Circuit breaker state changes, operator overrides included."),
 		timeoutChanges:  counter("orderagg_dependency_timeout_changes", "{change}", "Moves of an adaptive sub-budget (timeout: auto), by direction: up or down."),
 		requests:        counter("orderagg_http_requests", "{request}", "Order-detail answers by HTTP status and degraded flag."),
@@ -135,7 +134,7 @@ func (t *Telemetry) Observe(s State) error {
 	inUse := gauge("orderagg_bulkhead_in_use", "{call}", "Calls holding a bulkhead slot now.")
 	capacity := gauge("orderagg_bulkhead_capacity", "{call}", "Bulkhead size in force (max concurrent calls).")
 	queued := gauge("orderagg_bulkhead_queued", "{call}", "Calls waiting for a bulkhead slot now.")
-	timeout := gauge("orderagg_dependency_timeout", "s", "Sub-budget in force for one call, retries and hedges included.")
+	timeout := gauge("orderagg_dependency_timeout", "s", "Sub-budget in force for one call, retries included.")
 	recommended := gauge("orderagg_dependency_recommended_timeout", "s", "max(3×P99, 2×P99.9) + margin over the rolling window; 0 without latency history.")
 	adaptive := gauge("orderagg_dependency_timeout_adaptive", "", "1 when the sub-budget adapts to latency (timeout: auto), 0 when fixed.")
 	limit := gauge("orderagg_admission_limit", "{request}", "Order-detail requests admitted at once at most, now.")
@@ -199,7 +198,7 @@ func (t *Telemetry) Observe(s State) error {
 // startAtZero starts dep's counters at 0 for every known label value.
 func (t *Telemetry) startAtZero(dep string) {
 	ctx, d := context.Background(), dependency(dep)
-	for _, c := range []metric.Int64Counter{t.in.calls, t.in.retries, t.in.hedges} {
+	for _, c := range []metric.Int64Counter{t.in.calls, t.in.retries} {
 		c.Add(ctx, 0, with(d))
 	}
 	for _, ev := range knownEvents {
@@ -290,23 +289,13 @@ func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
 	if e.Attempt > 0 {
 		l.in.attempt.Record(ctx, e.Duration.Seconds(), ev)
 	}
-	switch {
-	case e.Hedge:
-		l.in.hedges.Add(ctx, 1, dep)
-	case e.Attempt <= 1: // the first attempt, or a call refused before any
+	if e.Attempt <= 1 { // the first attempt, or a call refused before any
 		l.in.calls.Add(ctx, 1, dep)
-	default:
+	} else {
 		l.in.retries.Add(ctx, 1, dep)
 	}
-	// A cause is why a fallback may follow. A deadline is one only when the
-	// caller's context ended; otherwise it is a hedge's losing attempt.
-	switch e.Kind {
-	case resilience.KindDeadline:
-		if ctx.Err() == nil && e.Attempt > 0 {
-			return
-		}
-	case resilience.KindSuccess, resilience.KindBadRequest:
-		return
+	if e.Kind == resilience.KindSuccess || e.Kind == resilience.KindBadRequest {
+		return // not a cause: no fallback follows
 	}
 	l.mu.Lock()
 	f := l.fallbackLog(e.Dependency)

@@ -37,14 +37,13 @@ func TestEventsCountedSeparately(t *testing.T) {
 	l.OnEvent(ctx, ev("inventory", resilience.KindTimeout, 1, 300*time.Millisecond))
 	obs.CacheLookup(ctx, "inventory", "hit")
 	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Fallback: true, Start: at})
-	// coupon: rejected, short-circuited, a hedge, a bad request; fallbacks
+	// coupon: rejected, short-circuited, a retry cut by the deadline, a bad
+	// request; fallbacks
 	// that found nothing.
 	l.OnEvent(ctx, ev("coupon", resilience.KindRejected, 0, 0))
 	l.OnEvent(ctx, ev("coupon", resilience.KindShortCircuited, 0, 0))
 	l.OnEvent(ctx, ev("coupon", resilience.KindSuccess, 1, 40*time.Millisecond))
-	hedge := ev("coupon", resilience.KindDeadline, 2, 20*time.Millisecond)
-	hedge.Hedge = true
-	l.OnEvent(ctx, hedge)
+	l.OnEvent(ctx, ev("coupon", resilience.KindDeadline, 2, 20*time.Millisecond))
 	l.OnEvent(ctx, ev("coupon", resilience.KindBadRequest, 1, time.Millisecond))
 	for _, outcome := range []string{"absent", "stale", "corrupt", "error"} {
 		obs.CacheLookup(ctx, "coupon", outcome)
@@ -98,8 +97,8 @@ func TestEventsCountedSeparately(t *testing.T) {
 		t.Errorf("%s has %d series above 0, want %d (nothing lumped, nothing extra)", events, nonzero, len(want))
 	}
 
-	// Logical calls: one per first attempt or refusal; retries and hedges
-	// are counted apart.
+	// Logical calls: one per first attempt or refusal; retries are counted
+	// apart.
 	for dep, n := range map[string]float64{"order": 1, "inventory": 2, "coupon": 4, "logistics": 1} {
 		if got := mustSample(t, fams, "orderagg_dependency_calls_total", map[string]string{"dependency": dep}); got != n {
 			t.Errorf("calls{%s} = %v, want %v", dep, got, n)
@@ -107,9 +106,6 @@ func TestEventsCountedSeparately(t *testing.T) {
 	}
 	if got := mustSample(t, fams, "orderagg_dependency_retries_total", map[string]string{"dependency": "inventory"}); got != 1 {
 		t.Errorf("retries{inventory} = %v, want 1", got)
-	}
-	if got := mustSample(t, fams, "orderagg_dependency_hedges_total", map[string]string{"dependency": "coupon"}); got != 1 {
-		t.Errorf("hedges{coupon} = %v, want 1", got)
 	}
 
 	// Physical attempts only in the histogram, by outcome; a 250 ms
@@ -377,7 +373,7 @@ func TestSeriesExistFromStart(t *testing.T) {
 			}
 			zero("orderagg_dependency_events_total", map[string]string{"dependency": dep, "event": ev})
 		}
-		for _, name := range []string{"orderagg_dependency_calls_total", "orderagg_dependency_retries_total", "orderagg_dependency_hedges_total"} {
+		for _, name := range []string{"orderagg_dependency_calls_total", "orderagg_dependency_retries_total"} {
 			zero(name, map[string]string{"dependency": dep})
 		}
 		for _, dir := range []string{"up", "down"} {

@@ -108,7 +108,6 @@ func exerciseEverything(t *testing.T, h *harness) {
 		l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: k, Attempt: 1, Start: time.Now(), Duration: time.Millisecond})
 	}
 	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindFailure, Attempt: 2, Err: errors.New("500")})
-	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Attempt: 3, Hedge: true})
 	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindSuccess, Fallback: true})
 	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindFailure, Fallback: true})
 	l.OnStateChange(resilience.StateChange{Dependency: "inventory", From: resilience.StateClosed, To: resilience.StateOpen})

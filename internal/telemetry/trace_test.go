@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel"
@@ -404,64 +403,6 @@ func TestPropagatorIsGlobalW3C(t *testing.T) {
 	otel.GetTextMapPropagator().Inject(ctx, out)
 	if out["baggage"] != "tenant=acme" || out["traceparent"] != traceparent {
 		t.Errorf("injected %v", out)
-	}
-}
-
-// TestHedgedAttemptsNest: a hedged call's two concurrent attempts each get
-// their own HTTP client span, under the call's one dependency span.
-func TestHedgedAttemptsNest(t *testing.T) {
-	h := newHarness(t)
-	// The downstream holds the first request until the hedge arrives, so
-	// both attempts are in flight together whatever the scheduling.
-	arrived := make(chan struct{}, 2)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		if len(arrived) < 2 {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second): // a bound, not a wait: the hedge normally comes at once
-			}
-		}
-		_, _ = io.WriteString(w, `{}`)
-	}))
-	t.Cleanup(srv.Close)
-	c := client(t, h.tel, "inventory")
-	g, err := resilience.New("inventory", resilience.Config{Hedge: resilience.HedgeConfig{Enabled: true}},
-		resilience.WithListener(h.tel.Listener()), resilience.WithClock(instantClock{}), resilience.WithTracerProvider(h.tel.TracerProvider()))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	e := echo.New()
-	e.Use(h.tel.Middleware())
-	e.GET("/v1/orders/:id", func(ec echo.Context) error {
-		_, err := resilience.Do(ec.Request().Context(), g, func(ctx context.Context) (int, error) {
-			return 0, get(ctx, c, srv.URL)
-		})
-		return err
-	})
-	rec := httptest.NewRecorder()
-	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
-	if rec.Code != http.StatusOK || len(arrived) != 2 {
-		t.Fatalf("status %d, %d requests reached the downstream; want 200 and a hedge", rec.Code, len(arrived))
-	}
-
-	var clients int
-	spans := h.spans.GetSpans()
-	byID := map[trace.SpanID]tracetest.SpanStub{}
-	for _, s := range spans {
-		byID[s.SpanContext.SpanID()] = s
-	}
-	for _, s := range spans {
-		if s.Name == "inventory GET" {
-			clients++
-			if parent := byID[s.Parent.SpanID()]; parent.Name != "dependency inventory" {
-				t.Errorf("HTTP client span under %q", parent.Name)
-			}
-		}
-	}
-	if clients != 2 {
-		t.Errorf("%d client spans; want a primary and a hedge:\n%s", clients, strings.Join(treeLines(spans), "\n"))
 	}
 }
 
