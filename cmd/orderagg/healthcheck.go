@@ -15,12 +15,11 @@ import (
 	"github.com/orderagg/orderagg/internal/config"
 )
 
-// healthcheck asks a running service whether it is ready and exits 0 if it
-// is, 1 if not. The container image has no shell or curl, so this is what
-// its HEALTHCHECK and compose's health checks run.
+// healthcheck exits 0 if a running service answers its readiness probe
+// with 200, 1 if not, 2 for bad flags: the container image has no shell or
+// curl for its health checks.
 func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// ORDERAGG_HEALTHCHECK_*: ORDERAGG_URL is the load tool's, and a
-	// service's environment may set ORDERAGG_TIMEOUT-like names.
+	// Its own prefix: ORDERAGG_URL is the load tool's.
 	const prefix = config.EnvPrefix + "HEALTHCHECK_"
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	url := fs.String("url", "http://"+loopback(os.Getenv("ORDERAGG_ADDR"))+"/readyz", "`URL` to GET; 200 means healthy (default: /readyz at ORDERAGG_ADDR)")
@@ -33,6 +32,8 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err == nil && *timeout <= 0 {
 		err = fmt.Errorf("--timeout (%s): must be positive, got %v", config.EnvName(prefix, "timeout"), *timeout)
 	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	var req *http.Request
 	if err == nil {
 		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, *url, nil); err != nil {
@@ -43,7 +44,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stderr, "orderagg healthcheck: %v\n", err)
 		return 2
 	}
-	resp, err := (&http.Client{Timeout: *timeout}).Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {

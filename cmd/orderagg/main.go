@@ -39,16 +39,15 @@ Every flag has an ORDERAGG_* environment twin; the flag wins.
 Run 'orderagg <command> --help' for the flags of a command.
 `
 
-// run is main without the exit: it returns the process's exit status (0,
-// 1 for a failure, 2 for a usage error), so every deferred Close runs and
-// tests can drive it. SIGINT and SIGTERM end the command; SIGHUP reloads
-// serve's --config file.
+// run is main without the exit: it returns the exit status (0, 1 for a
+// failure, 2 for a usage error). SIGINT and SIGTERM end the command;
+// SIGHUP reloads serve's --config file.
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	switch {
 	case len(args) == 0:
 	case slices.Contains([]string{"-h", "-help", "--help"}, args[0]):
-		cmd = "help" // the command list, not serve's flags: serve is only the default
+		cmd = "help" // the command list, not serve's flags
 	case args[0] == "--version":
 		cmd = "version"
 	case !strings.HasPrefix(args[0], "-"):
@@ -58,13 +57,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	var err error
+	printUsage := config.ServeUsage
 	switch cmd {
 	case "serve":
 		var cfg config.Serve
 		if cfg, err = config.ParseServe(args); err == nil {
-			// One pending reload at most: signals that arrive meanwhile ask
-			// for the same thing.
-			hup := make(chan os.Signal, 1)
+			hup := make(chan os.Signal, 1) // one pending reload stands for any more
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
 			err = app.Serve(ctx, cfg, app.Env{Stderr: stderr, Reload: hup, Version: version})
@@ -74,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg, err = config.ParseSim(args); err == nil {
 			err = app.RunSim(ctx, cfg, app.Env{Stderr: stderr})
 		}
+		printUsage = config.SimUsage
 	case "healthcheck":
 		return healthcheck(ctx, args, stdout, stderr)
 	case "version":
@@ -90,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		map[string]func(io.Writer){"serve": config.ServeUsage, "sim": config.SimUsage}[cmd](stdout)
+		printUsage(stdout)
 		return 0
 	}
 	fmt.Fprintf(stderr, "orderagg %s: %v\n", cmd, err)

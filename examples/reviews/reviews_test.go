@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/orderagg/orderagg/examples/reviews"
+	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
@@ -199,7 +200,7 @@ func page(t *testing.T, rs *reviewsService) func(id string) (int, http.Header, m
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := handlers.New(handlers.Options{Pager: agg, Deadline: 1500 * time.Millisecond, MaxInflight: 8, Logger: slog.New(slog.DiscardHandler)})
+	api := handlers.New(handlers.Options{Pager: agg, Deadline: 1500 * time.Millisecond, Limiter: admission.New(8), Logger: slog.New(slog.DiscardHandler)})
 	return func(id string) (int, http.Header, map[string]json.RawMessage) {
 		t.Helper()
 		rec := httptest.NewRecorder()

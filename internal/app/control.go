@@ -1,21 +1,19 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// control holds the per-dependency settings in force and applies changes
-// (admin PATCHes, breaker overrides, SIGHUP reloads) to the live guards and
-// sections, serialised by mu. Each guard swaps its settings atomically, so
-// calls in flight finish under the settings they began with.
+// control is the admin API's handlers.Control, and applies SIGHUP reloads.
+// It holds the per-dependency settings in force; changes are serialised by
+// mu, and each guard swaps its settings atomically, so calls in flight
+// finish under the settings they began with.
 type control struct {
 	mu          sync.Mutex
 	deps        config.Dependencies
@@ -24,8 +22,6 @@ type control struct {
 	downstreams map[string]*orderdetail.Downstream // by dependency name; not for "cache"
 	logger      *slog.Logger
 }
-
-var _ handlers.Control = (*control)(nil)
 
 func (c *control) Settings() map[string]map[string]any {
 	c.mu.Lock()
@@ -41,9 +37,6 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next, err := c.deps.Patch(dep, body, c.bounds)
-	if errors.Is(err, config.ErrUnknownDependency) {
-		return nil, fmt.Errorf("%w: %s", handlers.ErrUnknownDependency, dep)
-	}
 	if err == nil {
 		_, err = c.putLocked(next, "admin", "settings changed")
 	}
@@ -85,8 +78,8 @@ func (c *control) putLocked(next config.Dependencies, source, msg string) (chang
 	return changed, nil
 }
 
-// reloadFile re-reads cfg's --config file and puts it in force (SIGHUP);
-// a bad file keeps the settings in force, and says so in the log.
+// reloadFile re-reads cfg's --config file and puts it in force; a bad file
+// keeps the settings in force, and says so in the log.
 func (c *control) reloadFile(cfg config.Serve) {
 	if cfg.ConfigFile == "" {
 		c.logger.Info("reload requested but no --config file is set; nothing to do")
@@ -107,7 +100,7 @@ func (c *control) reloadFile(cfg config.Serve) {
 func (c *control) ForceBreaker(dep string, f resilience.Force) error {
 	g, ok := c.guards[dep]
 	if !ok {
-		return fmt.Errorf("%w: %s", handlers.ErrUnknownDependency, dep)
+		return fmt.Errorf("%w %q", config.ErrUnknownDependency, dep)
 	}
 	g.ForceBreaker(f)
 	c.logger.Warn("breaker override changed", "source", "admin", "dependency", dep,

@@ -22,20 +22,19 @@ import (
 
 // program is what a running program owns: the close stack of everything
 // it opened, and its HTTP servers, the first of which to stop by itself
-// says so on failed.
+// says so on failed (buffered, of one).
 type program struct {
-	logger  *slog.Logger
-	allowed []string // --allowed-hosts
-	// A server's client has the whole deadline to be answered, plus room to
-	// write the answer; one that dawdles over its headers is cut off after
-	// readHeader (0 means 5s).
-	deadline, readHeader time.Duration
-	closers              closeStack
-	failed               chan error // buffered, of one
+	logger   *slog.Logger
+	allowed  []string      // --allowed-hosts
+	deadline time.Duration // a request's budget; its answer gets 10s more to be written
+	// readHeader cuts off a client that dawdles over its headers; 0 means 5s.
+	readHeader time.Duration
+	closers    closeStack
+	failed     chan error
 }
 
-// server is an http.Server with the goroutine that runs it: Shutdown stops
-// it and waits for that goroutine, so nothing outlives the program.
+// server is an http.Server whose Shutdown also waits for the goroutine
+// that runs it.
 type server struct {
 	*http.Server
 	addr string       // the address it listens on
@@ -43,13 +42,10 @@ type server struct {
 	wg   sync.WaitGroup
 }
 
-// serve listens on addr and serves there the handler build makes around
-// the address's host guard (a loopback address serves only loopback and
-// allowed Host names), until the close stack shuts it down: pushed after
-// everything the handler uses, it stops taking requests and finishes those
-// in flight before they go. Request headers are limited to 64 KiB
-// (net/http allows 4 KiB beyond MaxHeaderBytes; 431 past it). The server's
-// own errors (failed accepts, bad requests it answers itself) are logged.
+// serve listens on addr and serves the handler build makes around the
+// listener's host guard, until the close stack shuts it down. Request
+// headers are limited to 64 KiB (net/http allows 4 KiB beyond
+// MaxHeaderBytes; 431 past it). The server's own errors are logged.
 func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.Handler) (*server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -121,8 +117,7 @@ func (c *closeStack) closeAll(logger *slog.Logger, timeout time.Duration) {
 }
 
 // serverErrorLog is the log.Logger an http.Server reports its own errors
-// to: WARN records, the first ten, then at most one every ten seconds, since
-// a scanner or a failing accept loop makes them by the thousand.
+// to: WARN records, the first ten, then at most one every ten seconds.
 func serverErrorLog(logger *slog.Logger) *log.Logger {
 	sometimes := &rate.Sometimes{First: 10, Interval: 10 * time.Second}
 	return log.New(writerFunc(func(p []byte) (int, error) {

@@ -28,6 +28,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/labstack/echo/v4"
 
+	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/handlers"
@@ -347,7 +348,7 @@ func TestOpenAPIDocument(t *testing.T) {
 	t.Run("one operation per route of the code", func(t *testing.T) {
 		logger := slog.New(slog.DiscardHandler)
 		public := handlers.New(handlers.Options{
-			Deadline: time.Second, MaxInflight: 1, Logger: logger,
+			Deadline: time.Second, Limiter: admission.New(1), Logger: logger,
 			Report:    func() handlers.ResilienceReport { return handlers.ResilienceReport{} },
 			Metrics:   http.NotFoundHandler(),
 			Dashboard: http.NotFoundHandler(),

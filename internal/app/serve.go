@@ -23,22 +23,17 @@ import (
 
 // Serve runs the order-detail service until ctx ends, then drains:
 // readiness goes 503, the listeners stop accepting, requests in flight
-// finish (each bounded by the deadline), and the rest closes, all within
+// finish, and the rest closes, last opened first, all within
 // cfg.ShutdownTimeout. It returns early with the error of a listener that
-// stops by itself. An error that matches config.ErrUsage is the operator's
+// stops by itself. An error matching config.ErrUsage is the operator's
 // (exit status 2).
-//
-// It starts the parts bottom up, in the order a request meets them from
-// the far end: telemetry, the downstreams, the last-good store, the guards,
-// the page, the HTTP edge. Each part opened goes on a close stack, so
-// everything closes in the reverse order, the listeners first.
 func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	logger := newLogger(env.Stderr, cfg.LogLevel)
-	p := &program{logger: logger, allowed: cfg.AllowedHosts, failed: make(chan error, 1)}
+	p := &program{logger: logger, allowed: cfg.AllowedHosts, deadline: cfg.Deadline, readHeader: cfg.ReadHeaderTimeout,
+		failed: make(chan error, 1)}
 	defer p.closers.closeAll(logger, cfg.ShutdownTimeout)
 
-	// Telemetry first, so it is flushed last. It reads the OTEL_* variables
-	// (contract §3), as the OpenTelemetry exporters themselves do.
+	// Telemetry is opened first, so it is flushed last.
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceVersion: env.Version, Logger: logger, SpanExporter: env.SpanExporter,
 		TrustedProxies: cfg.TrustedProxies, ForwardBaggage: cfg.ForwardBaggage})
 	if err != nil {
@@ -48,8 +43,8 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	var addrs Addrs
 	var gauges telemetry.State
 
-	// In embedded demo mode (no downstream URL set), the simulated
-	// downstreams run in-process and every URL points at them.
+	// Embedded demo mode: with no downstream URL set, the simulators run
+	// in-process and every URL points at them.
 	var simulator *sim.Server
 	if cfg.EmbeddedDownstreams() {
 		simulator = sim.New(sim.WithLogger(logger.With("component", "sim")))
@@ -59,8 +54,9 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		}
 		srv.RegisterOnShutdown(simulator.Close)
 		addrs.Sim, cfg.URLs = srv.addr, config.SameURL("http://"+srv.addr)
-		hang, heal := demoCommands(srv.addr)
-		logger.Info("embedded demo mode: simulated downstreams in-process", "sim_addr", srv.addr, "inject_fault", hang, "clear_faults", heal)
+		logger.Info("embedded demo mode: simulated downstreams in-process", "sim_addr", srv.addr,
+			"inject_fault", "curl -X PUT http://"+srv.addr+`/faults/logistics -d '{"hang":true}'`,
+			"clear_faults", "curl -X DELETE http://"+srv.addr+"/faults")
 	}
 
 	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger, cache.WithTracerProvider(tel.TracerProvider()))
@@ -75,8 +71,8 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	}
 	gauges.Cache = store.Stats
 
-	// One guard per dependency. An adaptive sub-budget can use at most what
-	// a page leaves a call: the deadline minus the reserve.
+	// An adaptive sub-budget can use at most what a page leaves a call: the
+	// deadline minus the reserve.
 	guards := map[string]*resilience.Guard{}
 	for _, name := range cfg.Dependencies.Names() {
 		d, _ := cfg.Dependencies.Get(name)
@@ -94,9 +90,6 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	}
 	ctl := &control{deps: cfg.Dependencies, bounds: cfg.Bounds(), guards: guards, downstreams: downstreams, logger: logger}
 
-	// The HTTP edge: the public API with the dashboard, behind admission,
-	// and, when --admin-addr is set, the admin API. Pushed after everything
-	// they use, the servers are shut down first.
 	report := func() handlers.ResilienceReport {
 		return handlers.NewResilienceReport(time.Now(), cfg.Deadline, gauges.Guards)
 	}
@@ -110,7 +103,6 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	opts := handlers.Options{Pager: page, Deadline: cfg.Deadline, Limiter: limiter, Report: report, Dashboard: dash,
 		Ready: ready.Load, Logger: logger, Metrics: tel.MetricsHandler(), Record: tel.RecordRequest, Rejected: tel.RecordRejected,
 		Middleware: []echo.MiddlewareFunc{tel.Middleware()}}
-	p.deadline, p.readHeader = cfg.Deadline, cfg.ReadHeaderTimeout
 	api, err := p.serve("api", cfg.Addr, func(g *handlers.HostGuard) http.Handler { opts.Guard = g; return handlers.New(opts) })
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
@@ -132,15 +124,16 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 
 	ready.Store(true)
 	logger.Info("ready", "addr", addrs.API, "admin_addr", addrs.Admin, "deadline", cfg.Deadline)
-	env.announce(addrs)
+	if env.OnReady != nil {
+		env.OnReady(addrs)
+	}
+	defer ready.Store(false)
 	for {
 		select {
 		case <-ctx.Done():
-			ready.Store(false)
-			logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout.String())
+			logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
 			return nil
 		case err := <-p.failed:
-			ready.Store(false)
 			return err
 		case <-env.Reload:
 			ctl.reloadFile(cfg)
@@ -150,8 +143,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 
 // newPage makes the order-detail page: one client per registered
 // downstream, behind its guard, and the aggregator over them and the
-// last-good store. It returns the page's downstreams by name too, whose
-// cache age the control changes at run time.
+// last-good store. It returns the downstreams by name too, for the control.
 func newPage(cfg config.Serve, tel *telemetry.Telemetry, store *cache.Store, guards map[string]*resilience.Guard, closers *closeStack) (*orderdetail.Aggregator, map[string]*orderdetail.Downstream, error) {
 	byName := map[string]*orderdetail.Downstream{}
 	pc := orderdetail.Config{Store: store, CacheGuard: guards[config.NameCache], Reserve: cfg.Reserve, Observer: tel.Listener()}
@@ -172,30 +164,6 @@ func newPage(cfg config.Serve, tel *telemetry.Telemetry, store *cache.Store, gua
 	}
 	page, err := orderdetail.New(pc)
 	return page, byName, err
-}
-
-// announce tells where the service listens: on a terminal in demo mode,
-// and to OnReady.
-func (env Env) announce(addrs Addrs) {
-	terminal := env.IsTerminal
-	if terminal == nil {
-		terminal = isTerminal
-	}
-	if w := env.Stderr; addrs.Sim != "" && w != nil && terminal(w) {
-		// Plain lines that paste into a shell (the JSON line escapes their
-		// quotes), in one write so no log line lands inside.
-		hang, heal := demoCommands(addrs.Sim)
-		fmt.Fprintf(w, "\n# orderagg demo mode: the downstreams are simulated in-process at http://%s\n"+
-			"# watch http://%s/dashboard, then make logistics hang:\n%s\n# and heal every downstream:\n%s\n\n", addrs.Sim, addrs.API, hang, heal)
-	}
-	if env.OnReady != nil {
-		env.OnReady(addrs)
-	}
-}
-
-// demoCommands are the demo's fault commands against the simulators at addr.
-func demoCommands(addr string) (hang, heal string) {
-	return fmt.Sprintf(`curl -X PUT http://%s/faults/logistics -d '{"hang":true}'`, addr), "curl -X DELETE http://" + addr + "/faults"
 }
 
 // RunSim serves the simulated downstreams until ctx ends.

@@ -13,37 +13,33 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
 // Control is what the admin API steers: the settings in force and the
-// breakers. Implementations apply each change atomically and log it.
+// breakers. Implementations apply each change atomically and log it; an
+// error matching config.ErrUnknownDependency means dep is not known.
 type Control interface {
 	// Settings returns each dependency's settings, keyed like the --config file.
 	Settings() map[string]map[string]any
 	// Patch lays body (keys of the dependency's --config section) over its
-	// settings and returns the result. ErrUnknownDependency for a bad name;
-	// any other error means the body was invalid and nothing changed.
+	// settings and returns the result; any error but an unknown dep means
+	// the body was invalid and nothing changed.
 	Patch(dep string, body []byte) (map[string]any, error)
 	// ForceBreaker sets or clears the operator override of dep's breaker.
 	ForceBreaker(dep string, f resilience.Force) error
 }
-
-// ErrUnknownDependency is a Control's error for a name it does not know.
-var ErrUnknownDependency = errors.New("unknown dependency")
-
-// maxAdminBody bounds an admin request body: settings are small.
-const maxAdminBody = "64K"
 
 // forces are the breaker overrides by the names the API takes.
 var forces = map[string]resilience.Force{"open": resilience.ForceOpen, "closed": resilience.ForceClosed, "none": resilience.ForceNone}
 
 // NewAdmin builds the admin API's router. Every request needs
 // "Authorization: Bearer <token>", else 401; g, when set, checks Host and
-// Origin first. A body over maxAdminBody is refused with 413.
+// Origin first. A body over 64 KiB is refused with 413.
 func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *echo.Echo {
 	e := newEcho(logger, g)
-	e.Use(bearer(token), middleware.BodyLimit(maxAdminBody))
+	e.Use(bearer(token), middleware.BodyLimit("64K"))
 	get(e, "/admin/dependencies", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"dependencies": ctl.Settings()})
 	})
@@ -78,9 +74,9 @@ func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *ech
 }
 
 // bearer refuses, with 401 and a challenge, every request without the
-// token; a missing header and a wrong token look alike to the caller. Both
-// sides are hashed before the constant-time comparison, which would
-// otherwise tell the token's length; an empty token matches nothing.
+// token; a missing header and a wrong token look alike. Both sides are
+// hashed, so the constant-time comparison does not tell the token's
+// length; an empty token matches nothing.
 func bearer(token string) echo.MiddlewareFunc {
 	want := sha256.Sum256([]byte(token))
 	return middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
@@ -100,7 +96,7 @@ func bearer(token string) echo.MiddlewareFunc {
 // controlError is a Control's error as the answer: 404 for an unknown
 // dependency, else 400.
 func controlError(dep string, err error) error {
-	if errors.Is(err, ErrUnknownDependency) {
+	if errors.Is(err, config.ErrUnknownDependency) {
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "unknown dependency " + strconv.Quote(dep)}
 	}
 	return &APIError{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: err.Error()}

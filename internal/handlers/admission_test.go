@@ -110,30 +110,3 @@ func TestAdmissionReleasesOnEveryPath(t *testing.T) {
 		})
 	}
 }
-
-// With no Limiter, MaxInflight is today's fixed cap.
-func TestDefaultLimiterIsFixedMaxInflight(t *testing.T) {
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	pager := pagerFunc(func(ctx context.Context, id string) (*orderdetail.Page, error) {
-		if id == "slow" {
-			close(entered)
-			<-proceed
-		}
-		return okPage(ctx, id)
-	})
-	h := New(Options{Pager: pager, Deadline: 5 * time.Second, MaxInflight: 1, Logger: slog.New(slog.DiscardHandler)})
-	done := make(chan int)
-	go func() { done <- serve(t, h, context.Background(), "/v1/orders/slow").Code }()
-	<-entered
-	got := serve(t, h, context.Background(), "/v1/orders/o-2")
-	if got.Code != http.StatusServiceUnavailable || errCode(t, got) != CodeOverloaded || got.Header().Get("Retry-After") != "1" {
-		t.Fatalf("second request with MaxInflight 1 got %d %s", got.Code, got.Body.String())
-	}
-	close(proceed)
-	if code := <-done; code != http.StatusOK {
-		t.Fatalf("first request got %d", code)
-	}
-	if got := serve(t, h, context.Background(), "/v1/orders/o-3"); got.Code != http.StatusOK {
-		t.Fatalf("after the first finished: %d %s", got.Code, got.Body.String())
-	}
-}

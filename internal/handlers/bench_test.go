@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
@@ -26,7 +27,7 @@ func BenchmarkOrderPageEdge(b *testing.B) {
 		{Name: "logistics", Source: orderdetail.SourceLive, Body: downstream.Logistics{Status: "IN_TRANSIT"}},
 	}}
 	pager := pagerFunc(func(context.Context, string) (*orderdetail.Page, error) { return page, nil })
-	h := New(Options{Pager: pager, Deadline: time.Second, MaxInflight: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	h := New(Options{Pager: pager, Deadline: time.Second, Limiter: admission.New(1 << 20), Logger: slog.New(slog.DiscardHandler)})
 	for _, tc := range []struct {
 		name string
 		id   string // the caller's X-Request-Id; empty: the service makes one

@@ -7,28 +7,24 @@ import (
 	"strings"
 )
 
-// HostGuard keeps a web page on someone else's site from driving a process
-// through its operator's browser (DNS rebinding, cross-site forms).
+// HostGuard keeps a web page on another site from driving a process
+// through its operator's browser (DNS rebinding, cross-site forms). It is
+// built for one listener and is safe for concurrent use.
 //
-// A HostGuard is built for one listener. On a loopback listener it serves only
-// loopback Host names (localhost, 127.0.0.1, [::1], any port) and the
-// allowed ones; any other Host is answered 421. On any other listener every
-// Host is served: an ingress or a load balancer decides there. On every
-// listener, a request with a method that may change state (anything but
-// GET, HEAD and OPTIONS) is refused with 403 when its Origin names a host
-// that is neither loopback nor allowed, or, without an Origin, when
-// Sec-Fetch-Site says cross-site.
-//
-// The zero HostGuard serves every Host and refuses state changes from other
-// sites; a HostGuard is safe for concurrent use.
+// On a loopback listener only loopback Host names (localhost, 127.0.0.1,
+// [::1], any port) and the allowed ones are served; on any other, every
+// Host. On every listener a request that may change state (any method but
+// GET, HEAD and OPTIONS) is refused when its Origin names a host neither
+// loopback nor allowed, or, without an Origin, when Sec-Fetch-Site says
+// cross-site. The zero HostGuard serves every Host and refuses state
+// changes from other sites.
 type HostGuard struct {
 	loopbackOnly bool
 	allowed      map[string]bool // normalized host names without port; "*" allows any
 }
 
 // NewHostGuard returns the HostGuard of a listener bound to listen. allowed
-// are extra host names served (case-insensitive; a port given is ignored);
-// "*" allows any host.
+// are extra host names served (case-insensitive, a port ignored; "*": any).
 func NewHostGuard(listen net.Addr, allowed []string) *HostGuard {
 	tcp, ok := listen.(*net.TCPAddr)
 	g := &HostGuard{loopbackOnly: ok && tcp.IP.IsLoopback(), allowed: map[string]bool{}}
@@ -41,9 +37,8 @@ func NewHostGuard(listen net.Addr, allowed []string) *HostGuard {
 }
 
 // Wrap serves next the requests the guard lets through and answers the
-// others itself, with the JSON error document {"error":{"code","message"}}:
-// 421 MISDIRECTED_REQUEST for a Host not served, 403 CROSS_ORIGIN for a
-// state-changing request from another site.
+// others with the contract's JSON error: 421 MISDIRECTED_REQUEST for a Host
+// not served, 403 CROSS_ORIGIN for a state change from another site.
 func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -69,8 +64,7 @@ func (g *HostGuard) sameSite(r *http.Request) bool {
 	return r.Header.Get("Sec-Fetch-Site") != "cross-site"
 }
 
-// trusted reports whether host (normalized, without port) is loopback or
-// allowed.
+// trusted reports whether host, normalized, is loopback or allowed.
 func (g *HostGuard) trusted(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || g.allowed["*"] || g.allowed[host] || ip != nil && ip.IsLoopback()

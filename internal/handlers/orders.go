@@ -20,11 +20,8 @@ type Pager interface {
 	Get(ctx context.Context, orderID string) (*orderdetail.Page, error)
 }
 
-// ValidOrderID reports whether id may be looked up: it matches
-// ^[A-Za-z0-9_-]{1,64}$.
-func ValidOrderID(id string) bool { return orderID.MatchString(id) }
-
-var orderID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+// validOrderID matches the order ids that may be looked up.
+var validOrderID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // orders serves GET /v1/orders/{id}.
 type orders struct{ Options }
@@ -49,9 +46,9 @@ func (h *orders) get(c echo.Context) error {
 	defer h.Limiter.Release()
 
 	id := c.Param("id")
-	if !ValidOrderID(id) {
+	if !validOrderID.MatchString(id) {
 		status = http.StatusBadRequest
-		return &APIError{Status: status, Code: CodeInvalidOrderID, Message: "order id must match ^[A-Za-z0-9_-]{1,64}$"}
+		return &APIError{Status: status, Code: CodeInvalidOrderID, Message: "order id must match " + validOrderID.String()}
 	}
 	ctx = downstream.WithRequestID(ctx, c.Response().Header().Get(echo.HeaderXRequestID))
 	page, err := h.Pager.Get(ctx, id)
@@ -69,8 +66,7 @@ func (h *orders) get(c echo.Context) error {
 		return err
 	}
 	if degraded = page.Degraded; degraded {
-		// No cache between us and the user may keep a partial page.
-		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store") // no cache may keep a partial page
 	}
 	return c.JSONBlob(http.StatusOK, body)
 }
@@ -108,7 +104,7 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 // body under BodyKey.
 func encodeSection(s orderdetail.Section) ([]byte, error) {
 	head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
-	body := s.BodyJSON // a live body, encoded once by the page
+	body := s.BodyJSON
 	var err error
 	if body == nil {
 		body, err = json.Marshal(s.Body)
@@ -126,8 +122,7 @@ func encodeSection(s orderdetail.Section) ([]byte, error) {
 }
 
 // merge is one JSON object holding the members of a, then those of b: two
-// objects as json.Marshal writes them, with no space around their braces.
-// a's array is reused.
+// objects as json.Marshal writes them. a's array is reused.
 func merge(a, b []byte) []byte {
 	if len(b) == 2 {
 		return a

@@ -20,8 +20,8 @@ func TestValidOrderID(t *testing.T) {
 		"": false, strings.Repeat("a", 65): false, "a b": false, "a/b": false, "é": false,
 		"a\n": false, "..": false, "a%20": false,
 	} {
-		if got := ValidOrderID(id); got != want {
-			t.Errorf("ValidOrderID(%q) = %v", id, got)
+		if got := validOrderID.MatchString(id); got != want {
+			t.Errorf("validOrderID(%q) = %v", id, got)
 		}
 	}
 }
@@ -34,8 +34,8 @@ func FuzzValidOrderID(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, id string) {
 		want := len(id) >= 1 && len(id) <= 64 && idSpec.MatchString(id)
-		if got := ValidOrderID(id); got != want {
-			t.Fatalf("ValidOrderID(%q) = %v, want %v", id, got, want)
+		if got := validOrderID.MatchString(id); got != want {
+			t.Fatalf("validOrderID(%q) = %v, want %v", id, got, want)
 		}
 	})
 }

@@ -1,8 +1,6 @@
-// Package handlers is orderagg's HTTP edge: the public API's and the admin
-// API's routes, the Host and Origin checks every listener applies, and
-// ErrorHandler, the one place where errors become statuses. Every status
-// >= 400 a handler or the router writes is the contract's JSON error
-// document. A handler decodes, calls, and encodes.
+// Package handlers is orderagg's HTTP edge: the public and admin APIs'
+// routes, the Host and Origin checks of every listener, and ErrorHandler,
+// which writes every status >= 400 as the contract's JSON error document.
 package handlers
 
 import (
@@ -25,27 +23,24 @@ import (
 // MaxURLBytes is the longest request URI served; longer ones get 414.
 const MaxURLBytes = 8 << 10
 
-// Options wires the public API. Pager and Deadline are required; every
-// other zero field leaves its part out, as documented.
+// Options wires the public API. Pager, Deadline and Limiter are required;
+// any other field left zero leaves its part out.
 type Options struct {
 	Pager Pager
 	// Deadline bounds each order-detail request, from its arrival.
 	Deadline time.Duration
-	// Limiter admits order-detail requests; nil: admission.New(MaxInflight).
-	// A refused request gets an immediate 503 OVERLOADED with Retry-After.
-	Limiter     *admission.Limiter
-	MaxInflight int
-	// Report builds the /v1/resilience document; nil: no such route.
-	Report func() ResilienceReport
-	// Metrics serves /metrics, Dashboard /dashboard and below; nil: no such routes.
+	// Limiter admits order-detail requests; one refused gets an immediate
+	// 503 OVERLOADED with Retry-After.
+	Limiter *admission.Limiter
+	// Report builds the /v1/resilience document; Metrics serves /metrics,
+	// Dashboard /dashboard and below.
+	Report             func() ResilienceReport
 	Metrics, Dashboard http.Handler
-	// Ready reports readiness for /readyz; nil: always ready.
-	Ready func() bool
-	// Guard checks Host and Origin; nil serves all.
-	Guard  *HostGuard
-	Logger *slog.Logger
+	Ready              func() bool // readiness for /readyz; nil: always ready
+	Guard              *HostGuard  // checks Host and Origin; nil: serves all
+	Logger             *slog.Logger
 	// Record hears every order-detail outcome, Rejected every request
-	// refused at admission; either may be nil.
+	// refused at admission.
 	Record   func(ctx context.Context, status int, degraded bool, d time.Duration)
 	Rejected func(ctx context.Context)
 	// Middleware runs inside the request id and the host check, around the
@@ -70,11 +65,7 @@ func New(o Options) *echo.Echo {
 	})
 	e.Use(o.Middleware...)
 	e.Use(recovery(o.Logger, true))
-	h := &orders{Options: o}
-	if h.Limiter == nil {
-		h.Limiter = admission.New(o.MaxInflight)
-	}
-	get(e, "/v1/orders/:id", h.get)
+	get(e, "/v1/orders/:id", (&orders{o}).get)
 	get(e, "/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	get(e, "/readyz", func(c echo.Context) error {
 		if o.Ready != nil && !o.Ready() {
@@ -101,8 +92,7 @@ func New(o Options) *echo.Echo {
 // newEcho is a router with what every listener has: the JSON error
 // handler, recovery, the request id and, when g is set, the host check.
 // The request id is the caller's X-Request-Id when it is 1–128 printable
-// ASCII bytes, else a new one, so every answer and log line can be tied
-// together.
+// ASCII bytes, else a new one.
 func newEcho(logger *slog.Logger, g *HostGuard) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -185,21 +175,19 @@ type ErrorBody struct {
 }
 
 // WriteError answers with status and the contract's JSON error, for plain
-// net/http handlers (the dashboard, the host check).
+// net/http handlers.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(ErrorBody{APIError{Code: code, Message: msg}})
 }
 
-// echoCodes names echo's own errors (unknown route, wrong method, …) in the
+// echoCodes names the errors echo and its middleware answer with in the
 // contract's codes; any other is BAD_REQUEST below 500, INTERNAL above.
 var echoCodes = map[int]string{
 	http.StatusNotFound:              CodeNotFound,
 	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
 	http.StatusRequestEntityTooLarge: CodeTooLarge,
-	http.StatusUnauthorized:          CodeUnauthorized,
-	http.StatusServiceUnavailable:    CodeOverloaded,
 }
 
 // ErrorHandler renders every error as the contract's JSON: an *APIError as

@@ -15,6 +15,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/orderagg/orderagg/internal/admission"
+	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/orderdetail"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
@@ -73,7 +75,7 @@ func TestPanicAnywhereIsALoggedJSON500(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &logCapture{}
-			o := Options{Pager: pagerFunc(okPage), Deadline: time.Second, MaxInflight: 10, Logger: slog.New(logs)}
+			o := Options{Pager: pagerFunc(okPage), Deadline: time.Second, Limiter: admission.New(10), Logger: slog.New(logs)}
 			tc.opts(&o)
 			h := New(o)
 			for _, callerID := range []string{"", "caller-id-1"} {
@@ -118,7 +120,7 @@ func TestHandlerPanicIsSeenByTheMiddleware(t *testing.T) {
 			return seen
 		}
 	}
-	h := New(Options{Pager: pagerFunc(panickyPager), Deadline: time.Second, MaxInflight: 10,
+	h := New(Options{Pager: pagerFunc(panickyPager), Deadline: time.Second, Limiter: admission.New(10),
 		Logger: slog.New(slog.DiscardHandler), Middleware: []echo.MiddlewareFunc{observe}})
 	w := serve(t, h, context.Background(), "/v1/orders/o-1")
 	if w.Code != http.StatusInternalServerError {
@@ -130,7 +132,7 @@ func TestHandlerPanicIsSeenByTheMiddleware(t *testing.T) {
 }
 
 func TestRequestIDs(t *testing.T) {
-	h := New(Options{Pager: pagerFunc(okPage), Deadline: time.Second, MaxInflight: 10, Logger: slog.New(slog.DiscardHandler)})
+	h := New(Options{Pager: pagerFunc(okPage), Deadline: time.Second, Limiter: admission.New(10), Logger: slog.New(slog.DiscardHandler)})
 	ids := map[string]bool{}
 	for _, tc := range []struct {
 		sent string
@@ -172,7 +174,7 @@ func TestRequestIDs(t *testing.T) {
 func TestHEADOnEveryGETRoute(t *testing.T) {
 	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "m 1\n") })
-	e := New(Options{Pager: pagerFunc(okPage), Deadline: time.Second, MaxInflight: 10, Logger: slog.New(slog.DiscardHandler),
+	e := New(Options{Pager: pagerFunc(okPage), Deadline: time.Second, Limiter: admission.New(10), Logger: slog.New(slog.DiscardHandler),
 		Report: func() ResilienceReport { return ResilienceReport{} }, Metrics: metrics, Dashboard: dash, Ready: func() bool { return true }})
 
 	routes := map[string][]string{}
@@ -242,7 +244,7 @@ func (f *fakeControl) Settings() map[string]map[string]any {
 
 func (f *fakeControl) Patch(dep string, body []byte) (map[string]any, error) {
 	if dep != "coupon" {
-		return nil, ErrUnknownDependency
+		return nil, config.ErrUnknownDependency
 	}
 	f.patched = body
 	return map[string]any{"timeout": "250ms"}, nil
@@ -250,7 +252,7 @@ func (f *fakeControl) Patch(dep string, body []byte) (map[string]any, error) {
 
 func (f *fakeControl) ForceBreaker(dep string, _ resilience.Force) error {
 	if dep != "coupon" {
-		return ErrUnknownDependency
+		return config.ErrUnknownDependency
 	}
 	return nil
 }
