@@ -24,6 +24,7 @@ type Event struct {
 	Start      time.Time
 	Duration   time.Duration
 	Err        error
+	Cause      error // a fallback's: the failed call's error it stands in for
 }
 
 // Name is the event's name: the kind's, or fallback_success or
@@ -329,7 +330,7 @@ func Fallback[T any](ctx context.Context, g *Guard, cause error, fb func(context
 	fctx, cancel := g.clock.WithDeadline(ctx, start.Add(s.cfg.FallbackTimeout))
 	v, err := fb(fctx, cause)
 	cancel()
-	e := Event{Dependency: g.name, Kind: KindSuccess, Fallback: true, Start: start, Duration: g.clock.Now().Sub(start), Err: err}
+	e := Event{Dependency: g.name, Kind: KindSuccess, Fallback: true, Start: start, Duration: g.clock.Now().Sub(start), Err: err, Cause: cause}
 	n := cFallbackSuccess
 	if err != nil {
 		e.Kind, n = KindFailure, cFallbackFailure

@@ -23,26 +23,6 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// fakeNow is a settable clock for the log rate limiter.
-type fakeNow struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeNow() *fakeNow { return &fakeNow{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (f *fakeNow) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
-func (f *fakeNow) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.t = f.t.Add(d)
-}
-
 // lockedBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -76,24 +56,21 @@ func (l *lockedBuffer) jsonLines(t *testing.T) []map[string]any {
 	return out
 }
 
-// harness is a Telemetry with an in-memory span exporter, a JSON log and a
-// fake clock for the rate limiter.
+// harness is a Telemetry with an in-memory span exporter and a JSON log.
 type harness struct {
 	tel   *Telemetry
 	spans *tracetest.InMemoryExporter
 	logs  *lockedBuffer
 	log   *slog.Logger
-	clock *fakeNow
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{spans: tracetest.NewInMemoryExporter(), logs: &lockedBuffer{}, clock: newFakeNow()}
+	h := &harness{spans: tracetest.NewInMemoryExporter(), logs: &lockedBuffer{}}
 	h.log = slog.New(LogHandler(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	tel, err := Setup(context.Background(), Config{
 		ServiceVersion: "test",
 		Logger:         h.log,
-		Now:            h.clock.Now,
 		SpanExporter:   h.spans,
 	})
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -14,42 +16,61 @@ import (
 // logs one line per dependency per interval, and the next line says how
 // many were held back.
 func TestFallbackLogRateLimited(t *testing.T) {
-	h := newHarness(t)
-	l := h.tel.Listener()
-	ctx := context.Background()
-	fallback := func(dep string) {
-		l.OnEvent(ctx, resilience.Event{Dependency: dep, Kind: resilience.KindTimeout, Attempt: 1, Err: context.DeadlineExceeded})
-		l.OnEvent(ctx, resilience.Event{Dependency: dep, Kind: resilience.KindSuccess, Fallback: true})
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		l := h.tel.Listener()
+		ctx := context.Background()
+		timedOut := &resilience.Error{Kind: resilience.KindTimeout, Err: context.DeadlineExceeded}
+		fallback := func(dep string) {
+			l.OnEvent(ctx, resilience.Event{Dependency: dep, Kind: resilience.KindSuccess, Fallback: true, Cause: timedOut})
+		}
 
-	for range 5 {
-		fallback("inventory")
-	}
-	fallback("logistics") // its own budget: not suppressed by inventory's
-	h.clock.Advance(999 * time.Millisecond)
-	fallback("inventory") // still within the second
-	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindRejected})
-	h.clock.Advance(time.Millisecond)
-	l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindFailure, Fallback: true, Err: errors.New("no last-good answer")})
+		for range 5 {
+			fallback("inventory")
+		}
+		fallback("logistics") // its own budget: not suppressed by inventory's
+		time.Sleep(999 * time.Millisecond)
+		fallback("inventory") // still within the second
+		time.Sleep(time.Millisecond)
+		rejected := &resilience.Error{Dependency: "inventory", Kind: resilience.KindRejected}
+		l.OnEvent(ctx, resilience.Event{Dependency: "inventory", Kind: resilience.KindFailure, Fallback: true, Cause: rejected, Err: errors.New("no last-good answer")})
 
-	lines := h.logs.jsonLines(t)
-	if len(lines) != 3 {
-		t.Fatalf("got %d log lines, want 3:\n%s", len(lines), h.logs)
-	}
-	want := []map[string]any{
-		{"level": "WARN", "msg": "dependency fallback", "dependency": "inventory", "event": "fallback_success", "cause": "timeout", "error": "context deadline exceeded", "suppressed": 0.0},
-		{"level": "WARN", "msg": "dependency fallback", "dependency": "logistics", "event": "fallback_success", "cause": "timeout", "suppressed": 0.0},
-		{"level": "WARN", "msg": "dependency fallback", "dependency": "inventory", "event": "fallback_failure", "cause": "rejected", "fallback_error": "no last-good answer", "suppressed": 5.0},
-	}
-	for i, w := range want {
-		for k, v := range w {
-			if lines[i][k] != v {
-				t.Errorf("line %d: %s = %v, want %v (line %v)", i, k, lines[i][k], v, lines[i])
+		lines := h.logs.jsonLines(t)
+		if len(lines) != 3 {
+			t.Fatalf("got %d log lines, want 3:\n%s", len(lines), h.logs)
+		}
+		want := []map[string]any{
+			{"level": "WARN", "msg": "dependency fallback", "dependency": "inventory", "event": "fallback_success", "cause": "timeout", "error": timedOut.Error(), "suppressed": 0.0},
+			{"level": "WARN", "msg": "dependency fallback", "dependency": "logistics", "event": "fallback_success", "cause": "timeout", "suppressed": 0.0},
+			{"level": "WARN", "msg": "dependency fallback", "dependency": "inventory", "event": "fallback_failure", "cause": "rejected", "error": "inventory: bulkhead full", "fallback_error": "no last-good answer", "suppressed": 5.0},
+		}
+		for i, w := range want {
+			for k, v := range w {
+				if lines[i][k] != v {
+					t.Errorf("line %d: %s = %v, want %v (line %v)", i, k, lines[i][k], v, lines[i])
+				}
 			}
 		}
+	})
+}
+
+// TestFallbackCauseIsItsCall: the cause logged with a fallback is the
+// failure of the call it stands in for, not the latest one of the
+// dependency, which may belong to another request.
+func TestFallbackCauseIsItsCall(t *testing.T) {
+	h := newHarness(t)
+	g, err := resilience.New("coupon", resilience.Config{Retry: resilience.RetryConfig{MaxAttempts: 1}},
+		resilience.WithListener(h.tel.Listener()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := lines[2]["error"]; ok {
-		t.Errorf("a rejection has no error of its own, yet the line has one: %v", lines[2])
+	ctx := context.Background()
+	_, timedOut := resilience.Do(ctx, g, func(context.Context) (int, error) { return 0, resilience.ErrTimeout })
+	_, _ = resilience.Do(ctx, g, func(context.Context) (int, error) { return 0, errors.New("500 from coupon") }) // another request's
+	_, _ = resilience.Fallback(ctx, g, timedOut, func(context.Context, error) (int, error) { return 0, nil })
+	lines := h.logs.jsonLines(t)
+	if len(lines) != 1 || lines[0]["cause"] != "timeout" || lines[0]["error"] != timedOut.Error() {
+		t.Fatalf("want one line with the call's timeout as its cause, got %v", lines)
 	}
 }
 
@@ -116,24 +137,45 @@ func TestBreakerOpensThroughGuard(t *testing.T) {
 }
 
 func TestLimiter(t *testing.T) {
-	clk := newFakeNow()
-	l := newLogLimit(clk.Now)
-	if ok, n := l.allow(); !ok || n != 0 {
-		t.Fatalf("first: %v %d", ok, n)
-	}
-	for range 3 {
-		if ok, _ := l.allow(); ok {
-			t.Fatal("allowed within the interval")
+	synctest.Test(t, func(t *testing.T) {
+		l := newLogLimit()
+		if ok, n := l.allow(); !ok || n != 0 {
+			t.Fatalf("first: %v %d", ok, n)
 		}
-	}
-	clk.Advance(time.Second)
-	if ok, n := l.allow(); !ok || n != 3 {
-		t.Fatalf("after the interval: %v %d, want true 3", ok, n)
-	}
-	clk.Advance(5 * time.Second)
-	if ok, n := l.allow(); !ok || n != 0 {
-		t.Fatalf("after a quiet spell: %v %d, want true 0", ok, n)
-	}
+		for range 3 {
+			if ok, _ := l.allow(); ok {
+				t.Fatal("allowed within the interval")
+			}
+		}
+		time.Sleep(time.Second)
+		if ok, n := l.allow(); !ok || n != 3 {
+			t.Fatalf("after the interval: %v %d, want true 3", ok, n)
+		}
+		time.Sleep(5 * time.Second)
+		if ok, n := l.allow(); !ok || n != 0 {
+			t.Fatalf("after a quiet spell: %v %d, want true 0", ok, n)
+		}
+	})
+}
+
+// fakeNow is a settable clock.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeNow() *fakeNow { return &fakeNow{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (f *fakeNow) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.t
+}
+
+func (f *fakeNow) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t = f.t.Add(d)
 }
 
 // stepClock is a resilience.Clock that moves only when told; its waits and

@@ -20,10 +20,6 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-const (
-	attrSpanDependency = attribute.Key("orderagg.dependency")
-)
-
 // latencyBuckets (seconds) are the runbook's.
 var latencyBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1, 1.5, 2}
 
@@ -153,19 +149,19 @@ func (t *Telemetry) Observe(s State) error {
 	_, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, g := range s.Guards {
 			snap, d := g.Snapshot(), with(dependency(g.Name()))
+			var rec, auto float64
+			if snap.RecommendedTimeout != nil {
+				rec = time.Duration(*snap.RecommendedTimeout).Seconds()
+			}
+			if snap.TimeoutMode == "auto" {
+				auto = 1
+			}
 			o.ObserveFloat64(state, breakerValues[snap.Breaker], d)
 			o.ObserveFloat64(inUse, float64(snap.Bulkhead.InUse), d)
 			o.ObserveFloat64(capacity, float64(snap.Bulkhead.Capacity), d)
 			o.ObserveFloat64(queued, float64(snap.Bulkhead.Queued), d)
 			o.ObserveFloat64(timeout, time.Duration(snap.Timeout).Seconds(), d)
-			var rec, auto float64
-			if snap.RecommendedTimeout != nil {
-				rec = time.Duration(*snap.RecommendedTimeout).Seconds()
-			}
 			o.ObserveFloat64(recommended, rec, d)
-			if snap.TimeoutMode == "auto" {
-				auto = 1
-			}
 			o.ObserveFloat64(adaptive, auto, d)
 		}
 		if s.Admission != nil {
@@ -205,7 +201,7 @@ func (t *Telemetry) startAtZero(dep string) {
 		t.in.events.Add(ctx, 0, with(d, attribute.String("event", ev)))
 	}
 	for _, r := range knownMissReasons {
-		t.in.events.Add(ctx, 0, with(d, attribute.String("event", "cache_miss"), attribute.String("reason", r)))
+		t.in.events.Add(ctx, 0, missAttrs(dep, r))
 	}
 	for _, dir := range []string{"up", "down"} {
 		t.in.timeoutChanges.Add(ctx, 0, with(d, attribute.String("direction", dir)))
@@ -219,24 +215,35 @@ func (t *Telemetry) startAtZero(dep string) {
 	}
 }
 
-// Listener turns what the guards and the page report into metrics and log
-// lines. It logs a fallback at WARN, at most one line per dependency a
-// second, with how many were suppressed and the dependency's latest failed
-// event as the cause; a breaker transition at WARN when it opens or is
-// forced, at INFO otherwise; a sub-budget's move at INFO. It is safe for
-// concurrent use.
-type Listener struct {
-	in   *instruments
-	cfg  Config
-	mu   sync.Mutex
-	deps map[string]*fallbackLog
-	sets sync.Map // eventSet → metric.MeasurementOption, built once per pair
+func missAttrs(dep, reason string) metric.MeasurementOption {
+	return with(dependency(dep), attribute.String("event", "cache_miss"), attribute.String("reason", reason))
 }
+
+// Listener turns what the guards and the page report into metrics and log
+// lines: a fallback at WARN, at most one line per dependency a second, with
+// how many were suppressed and the cause it stands in for; a breaker
+// transition at WARN when it opens or is forced, at INFO otherwise; a
+// sub-budget's move at INFO. It is safe for concurrent use.
+type Listener struct {
+	in        *instruments
+	log       *slog.Logger
+	sets      sync.Map // eventSet → metric.MeasurementOption, built once per pair
+	mu        sync.Mutex
+	fallbacks map[string]*logLimit // by dependency
+}
+
+var (
+	_ resilience.TimeoutListener = (*Listener)(nil)
+	_ orderdetail.Observer       = (*Listener)(nil)
+)
+
+// Listener is this Telemetry's one Listener: give it to every
+// resilience.WithListener and to orderdetail.Config.Observer.
+func (t *Telemetry) Listener() *Listener { return t.listener }
 
 // eventSet names the attributes of an event's series; event is empty for
 // the series labelled by dependency alone. Both come from fixed sets (the
-// registry's dependencies, resilience's event names), so the cache is
-// bounded.
+// registry's dependencies, the event names), so the cache is bounded.
 type eventSet struct{ dep, event string }
 
 // attrs returns the attribute set of (dep, event), computed on first use.
@@ -253,34 +260,9 @@ func (l *Listener) attrs(dep, event string) metric.MeasurementOption {
 	return o.(metric.MeasurementOption)
 }
 
-type fallbackLog struct {
-	*logLimit
-	cause    string // the latest failed event
-	causeErr error
-}
-
-var (
-	_ resilience.TimeoutListener = (*Listener)(nil)
-	_ orderdetail.Observer       = (*Listener)(nil)
-)
-
-// Listener is this Telemetry's one Listener: give it to every
-// resilience.WithListener and to orderdetail.Config.Observer.
-func (t *Telemetry) Listener() *Listener { return t.listener }
-
-// fallbackLog returns dep's log state; l.mu held.
-func (l *Listener) fallbackLog(dep string) *fallbackLog {
-	f := l.deps[dep]
-	if f == nil {
-		f = &fallbackLog{logLimit: newLogLimit(l.cfg.Now)}
-		l.deps[dep] = f
-	}
-	return f
-}
-
 // OnEvent counts e and logs a fallback.
 func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
-	dep, ev := l.attrs(e.Dependency, ""), l.attrs(e.Dependency, e.Name())
+	ev := l.attrs(e.Dependency, e.Name())
 	l.in.events.Add(ctx, 1, ev)
 	if e.Fallback {
 		l.logFallback(ctx, e)
@@ -290,39 +272,32 @@ func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
 		l.in.attempt.Record(ctx, e.Duration.Seconds(), ev)
 	}
 	if e.Attempt <= 1 { // the first attempt, or a call refused before any
-		l.in.calls.Add(ctx, 1, dep)
+		l.in.calls.Add(ctx, 1, l.attrs(e.Dependency, ""))
 	} else {
-		l.in.retries.Add(ctx, 1, dep)
+		l.in.retries.Add(ctx, 1, l.attrs(e.Dependency, ""))
 	}
-	if e.Kind == resilience.KindSuccess || e.Kind == resilience.KindBadRequest {
-		return // not a cause: no fallback follows
-	}
-	l.mu.Lock()
-	f := l.fallbackLog(e.Dependency)
-	f.cause, f.causeErr = e.Name(), e.Err
-	l.mu.Unlock()
 }
 
 func (l *Listener) logFallback(ctx context.Context, e resilience.Event) {
 	l.mu.Lock()
-	f := l.fallbackLog(e.Dependency)
-	ok, suppressed := f.allow()
-	cause, causeErr := f.cause, f.causeErr
+	limit := l.fallbacks[e.Dependency]
+	if limit == nil {
+		limit = newLogLimit()
+		l.fallbacks[e.Dependency] = limit
+	}
 	l.mu.Unlock()
+	ok, suppressed := limit.allow()
 	if !ok {
 		return
 	}
 	attrs := []slog.Attr{slog.String("dependency", e.Dependency), slog.String("event", e.Name())}
-	if cause != "" {
-		attrs = append(attrs, slog.String("cause", cause))
-	}
-	if causeErr != nil {
-		attrs = append(attrs, slog.String("error", causeErr.Error()))
+	if e.Cause != nil {
+		attrs = append(attrs, slog.String("cause", resilience.KindOf(e.Cause).String()), slog.String("error", e.Cause.Error()))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("fallback_error", e.Err.Error()))
 	}
-	l.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "dependency fallback", append(attrs, slog.Int64("suppressed", suppressed))...)
+	l.log.LogAttrs(ctx, slog.LevelWarn, "dependency fallback", append(attrs, slog.Int64("suppressed", suppressed))...)
 }
 
 // OnStateChange counts and logs a breaker transition.
@@ -332,19 +307,18 @@ func (l *Listener) OnStateChange(c resilience.StateChange) {
 	if c.To == resilience.StateOpen || c.To == resilience.StateForcedOpen || c.To == resilience.StateForcedClosed {
 		level = slog.LevelWarn
 	}
-	l.cfg.Logger.LogAttrs(context.Background(), level, "circuit breaker "+c.To.String(), slog.String("dependency", c.Dependency),
+	l.log.LogAttrs(context.Background(), level, "circuit breaker "+c.To.String(), slog.String("dependency", c.Dependency),
 		slog.String("from", c.From.String()), slog.String("to", c.To.String()), slog.Time("at", c.At))
 }
 
-// OnTimeoutChange counts and logs an adaptive sub-budget's move; the guard
-// moves it at most once a second.
+// OnTimeoutChange counts and logs an adaptive sub-budget's move.
 func (l *Listener) OnTimeoutChange(c resilience.TimeoutChange) {
 	dir := "up"
 	if c.To < c.From {
 		dir = "down"
 	}
 	l.in.timeoutChanges.Add(context.Background(), 1, with(dependency(c.Dependency), attribute.String("direction", dir)))
-	l.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "adaptive timeout "+dir, slog.String("dependency", c.Dependency),
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "adaptive timeout "+dir, slog.String("dependency", c.Dependency),
 		slog.Duration("from", c.From), slog.Duration("to", c.To), slog.Duration("recommended", c.Recommended),
 		slog.Int64("successes", c.Successes), slog.Time("at", c.At))
 }
@@ -355,7 +329,7 @@ func (l *Listener) OnTimeoutChange(c resilience.TimeoutChange) {
 func (l *Listener) CacheLookup(ctx context.Context, dep, outcome string) {
 	attrs := l.attrs(dep, "cache_hit")
 	if outcome != "hit" {
-		attrs = with(dependency(dep), attribute.String("event", "cache_miss"), attribute.String("reason", outcome))
+		attrs = missAttrs(dep, outcome)
 	}
 	l.in.events.Add(ctx, 1, attrs)
 	trace.SpanFromContext(ctx).AddEvent("cache lookup",
@@ -366,17 +340,14 @@ func (l *Listener) CacheLookup(ctx context.Context, dep, outcome string) {
 // back; it is safe for concurrent use.
 type logLimit struct {
 	lim        *rate.Limiter
-	now        func() time.Time
 	suppressed atomic.Int64
 }
 
-func newLogLimit(now func() time.Time) *logLimit {
-	return &logLimit{lim: rate.NewLimiter(rate.Every(time.Second), 1), now: now}
-}
+func newLogLimit() *logLimit { return &logLimit{lim: rate.NewLimiter(rate.Every(time.Second), 1)} }
 
 // allow reports whether to log and, if so, how many lines were held back.
 func (l *logLimit) allow() (bool, int64) {
-	if !l.lim.AllowN(l.now(), 1) {
+	if !l.lim.Allow() {
 		l.suppressed.Add(1)
 		return false, 0
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -181,14 +182,20 @@ func TestServiceNameDefault(t *testing.T) {
 		{[]string{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs", "OTEL_SERVICE_NAME", "from-name"}, "from-name"},
 	} {
 		setEnv(t, c.env...)
-		res, err := newResource(context.Background(), "")
+		tel, err := Setup(context.Background(), Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, _ := res.Set().Value("service.name")
-		if v.AsString() != c.want {
-			t.Errorf("%v: service.name = %q, want %q", c.env, v.AsString(), c.want)
+		var got string
+		for _, lp := range scrape(t, tel)["target_info"].GetMetric()[0].GetLabel() {
+			if lp.GetName() == "service_name" {
+				got = lp.GetValue()
+			}
 		}
+		if got != c.want {
+			t.Errorf("%v: service.name = %q, want %q", c.env, got, c.want)
+		}
+		_ = tel.Shutdown(context.Background())
 	}
 }
 
@@ -340,20 +347,21 @@ func TestOTLPShutdownFlushes(t *testing.T) {
 // collector) are logged at most once per interval, the next line saying
 // how many were held back.
 func TestOTelErrorsRateLimited(t *testing.T) {
-	var logs lockedBuffer
-	clk := newFakeNow()
-	tel, err := Setup(context.Background(), Config{Logger: slogJSON(&logs), Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	for range 3 {
-		otel.Handle(errors.New("export failed"))
-	}
-	clk.Advance(time.Second)
-	otel.Handle(errors.New("export failed again"))
-	lines := logs.jsonLines(t)
-	if len(lines) != 2 || lines[0]["error"] != "export failed" || lines[1]["suppressed"] != 2.0 {
-		t.Errorf("lines %v", lines)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		var logs lockedBuffer
+		tel, err := Setup(context.Background(), Config{Logger: slogJSON(&logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+		for range 3 {
+			otel.Handle(errors.New("export failed"))
+		}
+		time.Sleep(time.Second)
+		otel.Handle(errors.New("export failed again"))
+		lines := logs.jsonLines(t)
+		if len(lines) != 2 || lines[0]["error"] != "export failed" || lines[1]["suppressed"] != 2.0 {
+			t.Errorf("lines %v", lines)
+		}
+	})
 }

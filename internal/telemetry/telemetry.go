@@ -40,13 +40,14 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
+const attrSpanDependency = attribute.Key("orderagg.dependency")
+
 // Config sets up telemetry. The zero value is valid: traces follow the
 // process environment, logs go to slog.Default, X-Forwarded-For is ignored
 // and no baggage is forwarded.
 type Config struct {
 	ServiceVersion string                // service.version; empty leaves it out
 	Logger         *slog.Logger          // the Listener's lines and OpenTelemetry's errors
-	Now            func() time.Time      // the clock of the log rate limits; default time.Now
 	SpanExporter   sdktrace.SpanExporter // when set, gets every span as it ends, in place of OTEL_TRACES_EXPORTER's
 	TrustedProxies []string              // addresses or CIDR prefixes whose X-Forwarded-For names the client
 	ForwardBaggage []string              // the keys of a caller's baggage passed on to the downstreams
@@ -55,7 +56,6 @@ type Config struct {
 // Telemetry owns the tracer and meter providers and the instruments. Build
 // it once with Setup and Shutdown it last; it is safe for concurrent use.
 type Telemetry struct {
-	cfg      Config
 	tp       trace.TracerProvider // the SDK's, or a no-op one with traces off
 	tracing  bool
 	mp       *sdkmetric.MeterProvider
@@ -64,6 +64,7 @@ type Telemetry struct {
 	in       *instruments
 	listener *Listener
 	clientIP echo.IPExtractor
+	baggage  []string
 
 	once sync.Once
 	err  error
@@ -73,7 +74,7 @@ type Telemetry struct {
 // its tracer provider and the W3C tracecontext and baggage propagator as
 // OpenTelemetry's globals. autoexport picks the span exporter
 // (OTEL_TRACES_EXPORTER otlp, console or none; unset, otlp when an OTLP
-// endpoint is set). service.name is "orderagg" unless
+// endpoint is set, else none). service.name is "orderagg" unless
 // OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME says otherwise. An unknown
 // exporter or protocol, a malformed OTEL_RESOURCE_ATTRIBUTES or a bad
 // trusted proxy is an error naming it.
@@ -81,16 +82,17 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	ip, err := clientIP(cfg.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}
-	res, err := newResource(ctx, cfg.ServiceVersion)
+	attrs := []attribute.KeyValue{semconv.ServiceName("orderagg")}
+	if cfg.ServiceVersion != "" {
+		attrs = append(attrs, semconv.ServiceVersion(cfg.ServiceVersion))
+	}
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(attrs...), resource.WithFromEnv())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("telemetry: resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -98,18 +100,18 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(prom), sdkmetric.WithView(redisotelViews...))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(prom))
 	meter := mp.Meter("github.com/orderagg/orderagg/internal/telemetry")
 	in, err := newInstruments(meter)
 	var sp sdktrace.SpanProcessor
 	if err == nil {
-		sp, err = spanProcessor(ctx, cfg)
+		sp, err = spanProcessor(ctx, cfg.SpanExporter)
 	}
 	if err != nil {
 		return nil, errors.Join(err, mp.Shutdown(ctx))
 	}
-	t := &Telemetry{cfg: cfg, tp: noop.NewTracerProvider(), mp: mp, meter: meter, in: in, clientIP: ip,
-		listener: &Listener{in: in, cfg: cfg, deps: map[string]*fallbackLog{}},
+	t := &Telemetry{tp: noop.NewTracerProvider(), mp: mp, meter: meter, in: in, clientIP: ip, baggage: cfg.ForwardBaggage,
+		listener: &Listener{in: in, log: cfg.Logger, fallbacks: map[string]*logLimit{}},
 		// ContinueOnError: a failing collector costs its own series, not the scrape.
 		metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}),
 	}
@@ -118,7 +120,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	}
 	otel.SetTracerProvider(t.tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	errLog := newLogLimit(cfg.Now)
+	errLog := newLogLimit()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		if ok, suppressed := errLog.allow(); ok {
 			cfg.Logger.Warn("telemetry error", "error", err.Error(), "suppressed", suppressed)
@@ -127,42 +129,29 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
-// spanProcessor is Config.SpanExporter's, synchronous, or a batch one over
-// the exporter autoexport picks; nil when traces are off.
-func spanProcessor(ctx context.Context, cfg Config) (sdktrace.SpanProcessor, error) {
-	if cfg.SpanExporter != nil {
-		return sdktrace.NewSimpleSpanProcessor(cfg.SpanExporter), nil
+// spanProcessor is a synchronous one over exp when set, else a batch one
+// over the exporter autoexport picks; nil when traces are off.
+func spanProcessor(ctx context.Context, exp sdktrace.SpanExporter) (sdktrace.SpanProcessor, error) {
+	if exp != nil {
+		return sdktrace.NewSimpleSpanProcessor(exp), nil
 	}
-	if os.Getenv("OTEL_TRACES_EXPORTER") == "" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+	env := os.Getenv
+	if env("OTEL_TRACES_EXPORTER") == "" && env("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
 		return nil, nil
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q (OTEL_EXPORTER_OTLP_PROTOCOL=%q, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%q): %w",
-			os.Getenv("OTEL_TRACES_EXPORTER"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
+			env("OTEL_TRACES_EXPORTER"), env("OTEL_EXPORTER_OTLP_PROTOCOL"), env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
 	}
 	if autoexport.IsNoneSpanExporter(exp) {
 		return nil, nil
 	}
 	var opts []sdktrace.BatchSpanProcessorOption
-	if os.Getenv("OTEL_TRACES_EXPORTER") == "console" && os.Getenv("OTEL_BSP_SCHEDULE_DELAY") == "" {
+	if env("OTEL_TRACES_EXPORTER") == "console" && env("OTEL_BSP_SCHEDULE_DELAY") == "" {
 		opts = append(opts, sdktrace.WithBatchTimeout(time.Second)) // standard output shows the request just made
 	}
 	return sdktrace.NewBatchSpanProcessor(exp, opts...), nil
-}
-
-// newResource describes this process; OTEL_RESOURCE_ATTRIBUTES and
-// OTEL_SERVICE_NAME override the built-in attributes.
-func newResource(ctx context.Context, version string) (*resource.Resource, error) {
-	attrs := []attribute.KeyValue{semconv.ServiceName("orderagg")}
-	if version != "" {
-		attrs = append(attrs, semconv.ServiceVersion(version))
-	}
-	res, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithHost(), resource.WithAttributes(attrs...), resource.WithFromEnv())
-	if err != nil {
-		return nil, fmt.Errorf("telemetry: resource (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME): %w", err)
-	}
-	return res, nil
 }
 
 // clientIP reads a request's client address: the peer's, or, when the
@@ -211,10 +200,9 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // peer's unless the peer is a trusted proxy; of the caller's baggage only
 // Config.ForwardBaggage's keys stay in the request's context. A handler's
 // error goes to echo's HTTPErrorHandler here, so that the span records the
-// status sent, and the middleware returns nil. With traces off there is no
-// span: the middleware only puts the caller's trace context and allowed
-// baggage in the request's context, for WrapTransport to pass on. Register
-// it with e.Use.
+// status sent, and the middleware returns nil. With traces off it only
+// puts the caller's trace context and allowed baggage in the request's
+// context, for WrapTransport to pass on. Register it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 	if !t.tracing {
 		return t.propagateOnly
@@ -228,7 +216,7 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 			defer func() { res.Writer = w }()
 			wrap(http.HandlerFunc(func(sw http.ResponseWriter, r *http.Request) {
 				res.Writer = sw // the status reaches otelhttp's span
-				c.SetRequest(r.WithContext(keepBaggage(r.Context(), t.cfg.ForwardBaggage)))
+				c.SetRequest(r.WithContext(keepBaggage(r.Context(), t.baggage)))
 				span := trace.SpanFromContext(r.Context())
 				if route := routeTemplate(c.Path()); route != "" {
 					span.SetName(r.Method + " " + route)
@@ -256,7 +244,7 @@ func (t *Telemetry) propagateOnly(next echo.HandlerFunc) echo.HandlerFunc {
 		if traced(r) {
 			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
-		c.SetRequest(r.WithContext(keepBaggage(ctx, t.cfg.ForwardBaggage)))
+		c.SetRequest(r.WithContext(keepBaggage(ctx, t.baggage)))
 		if err := next(c); err != nil {
 			c.Error(err)
 		}
@@ -293,13 +281,10 @@ func keepBaggage(ctx context.Context, keys []string) context.Context {
 }
 
 // WrapTransport fits downstream.Config.WrapTransport. With traces on it is
-// otelhttp's transport, so that every attempt to dep is a client span
-// ("<dep> GET", orderagg.dependency set) carrying traceparent and the
-// request's allowed baggage to the downstream. With traces off there is no
-// span to make, and the transport only passes on the context the request
-// carries: a caller's traceparent and the allowed baggage. Neither records
-// metrics of its own (otelhttp's http.client.* series are not exported);
-// orderagg's are in the runbook.
+// otelhttp's transport: every attempt to dep is a client span ("<dep>
+// GET", orderagg.dependency set) whose context goes to the downstream with
+// the request's allowed baggage. With traces off it only passes on the
+// context the request carries. Neither records metrics of its own.
 func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.RoundTripper {
 	if !t.tracing {
 		return propagating{next}
@@ -310,8 +295,7 @@ func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.Round
 }
 
 // propagating injects the request context's trace context and baggage
-// with the global propagator, into a copy of the headers (a RoundTripper
-// leaves its request as it got it).
+// into a copy of the headers (a RoundTripper leaves its request as it got it).
 type propagating struct{ next http.RoundTripper }
 
 func (p propagating) RoundTrip(r *http.Request) (*http.Response, error) {
