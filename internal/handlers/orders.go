@@ -81,16 +81,29 @@ type sectionHead struct {
 
 // encodePage is the contract's page document, its keys in a reader's
 // order: order_id, degraded, then each section under its name in page
-// order.
+// order, as its sectionHead followed by its body's fields, or by its body
+// under BodyKey.
 func encodePage(p *orderdetail.Page) ([]byte, error) {
 	doc, _ := json.Marshal(struct {
 		OrderID  string `json:"order_id"`
 		Degraded bool   `json:"degraded"`
 	}{p.OrderID, p.Degraded})
 	for _, s := range p.Sections {
-		section, err := encodeSection(s)
+		body := s.BodyJSON // a live body, encoded once by the page
+		var err error
+		if body == nil {
+			body, err = json.Marshal(s.Body)
+		}
+		if err == nil && s.BodyKey != "" {
+			body, err = json.Marshal(map[string]json.RawMessage{s.BodyKey: body})
+		}
+		if err == nil && (len(body) < 2 || body[0] != '{') {
+			err = errors.New("the body is not a JSON object")
+		}
+		head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
+		var section []byte
 		if err == nil {
-			section, err = json.Marshal(map[string]json.RawMessage{s.Name: section})
+			section, err = json.Marshal(map[string]json.RawMessage{s.Name: merge(head, body)})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
@@ -98,27 +111,6 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 		doc = merge(doc, section)
 	}
 	return doc, nil
-}
-
-// encodeSection is a section's sectionHead, then its body's fields, or its
-// body under BodyKey.
-func encodeSection(s orderdetail.Section) ([]byte, error) {
-	head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
-	body := s.BodyJSON
-	var err error
-	if body == nil {
-		body, err = json.Marshal(s.Body)
-	}
-	if err == nil && s.BodyKey != "" {
-		body, err = json.Marshal(map[string]json.RawMessage{s.BodyKey: body})
-	}
-	if err == nil && (len(body) < 2 || body[0] != '{') {
-		err = errors.New("the body is not a JSON object")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return merge(head, body), nil
 }
 
 // merge is one JSON object holding the members of a, then those of b: two

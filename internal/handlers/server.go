@@ -1,6 +1,6 @@
 // Package handlers is orderagg's HTTP edge: the public and admin APIs'
-// routes, the Host and Origin checks of every listener, and ErrorHandler,
-// which writes every status >= 400 as the contract's JSON error document.
+// routes and the Host and Origin checks of every listener. Every status
+// >= 400 they write is the contract's JSON error document.
 package handlers
 
 import (
@@ -19,9 +19,6 @@ import (
 
 	"github.com/orderagg/orderagg/internal/admission"
 )
-
-// MaxURLBytes is the longest request URI served; longer ones get 414.
-const MaxURLBytes = 8 << 10
 
 // Options wires the public API. Pager, Deadline and Limiter are required;
 // any other field left zero leaves its part out.
@@ -57,7 +54,7 @@ func New(o Options) *echo.Echo {
 	e := newEcho(o.Logger, o.Guard)
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if len(c.Request().RequestURI) > MaxURLBytes {
+			if len(c.Request().RequestURI) > 8<<10 {
 				return &APIError{http.StatusRequestURITooLong, CodeURITooLong, "request URI longer than 8 KiB", 0}
 			}
 			return next(c)
@@ -96,7 +93,7 @@ func New(o Options) *echo.Echo {
 func newEcho(logger *slog.Logger, g *HostGuard) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = ErrorHandler(logger)
+	e.HTTPErrorHandler = errorHandler(logger)
 	e.Use(recovery(logger, false), middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: rand.Text,
 		RequestIDHandler: func(c echo.Context, id string) {
@@ -121,7 +118,7 @@ func get(e *echo.Echo, path string, h echo.HandlerFunc) {
 }
 
 // errPanicked is the answer to a recovered panic, logged where it is
-// recovered (with the stack), so ErrorHandler does not log it again.
+// recovered (with the stack), so errorHandler does not log it again.
 var errPanicked = &APIError{http.StatusInternalServerError, CodeInternal, "internal error", 0}
 
 // recovery turns a panic below it into a 500, logged at ERROR with the
@@ -190,10 +187,10 @@ var echoCodes = map[int]string{
 	http.StatusRequestEntityTooLarge: CodeTooLarge,
 }
 
-// ErrorHandler renders every error as the contract's JSON: an *APIError as
+// errorHandler renders every error as the contract's JSON: an *APIError as
 // it says, echo's own errors with their status, and anything else as a
 // logged, bare 500, so internals never leak.
-func ErrorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
