@@ -97,8 +97,6 @@ const exampleHeader = `# orderagg per-dependency settings: the file given to ` +
 var sharedWhy = map[string]string{
 	"timeout":                      "a second; every registry entry sets its own",
 	"bulkhead.max_concurrent":      "every section's own follows --max-inflight",
-	"bulkhead.max_queue":           "a full bulkhead rejects at once: a queue adds latency, not throughput",
-	"bulkhead.max_wait":            "0 = the call's whole sub-budget; matters only with a queue",
 	"breaker.window":               "enough calls to judge at modest traffic, short enough to react within seconds",
 	"breaker.buckets":              "1s buckets: old outcomes age out smoothly",
 	"breaker.min_requests":         "a few failures in a quiet window must not open the breaker",

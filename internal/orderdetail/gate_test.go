@@ -12,8 +12,8 @@ import (
 
 // manualClock is the guards' clock: it moves only when told to, so the
 // order's breaker stays open (or sleeps out) exactly when the test says.
-// The guards in these tests never wait (one attempt, no bulkhead
-// queue); real time serves if one ever does.
+// The guards in these tests never wait (one attempt); real time serves if
+// one ever does.
 type manualClock struct {
 	mu  sync.Mutex
 	now time.Time

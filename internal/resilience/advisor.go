@@ -82,6 +82,7 @@ const (
 type advice struct {
 	state   State
 	c       [numCounters]int64
+	calls   int64         // successes, failures and timeouts
 	ok      Percentiles   // of the successful attempts
 	rec     time.Duration // the recommended timeout, if ok.Count reaches AdvisorMinSuccesses
 	healthy bool          // the breaker is closed and successes outnumber failures and timeouts
@@ -89,6 +90,7 @@ type advice struct {
 
 func (g *Guard) advise(s *settings, now time.Time) (a advice) {
 	a.state, a.c, a.ok = g.breaker.reported(), s.window.counts(now, time.Time{}), s.window.latencies(now, true).percentiles()
+	a.calls = a.c[cSuccess] + a.c[cFailure] + a.c[cTimeout]
 	a.healthy = (a.state == StateClosed || a.state == StateForcedClosed) && a.c[cFailure]+a.c[cTimeout] < a.c[cSuccess]
 	if a.ok.Count >= AdvisorMinSuccesses {
 		a.rec = (max(3*a.ok.P99, 2*a.ok.P999) + s.cfg.TimeoutMargin + time.Millisecond - 1).Truncate(time.Millisecond)
@@ -142,7 +144,7 @@ func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 	target, cur := min(max(a.rec, lo), hi), time.Duration(g.learnt.Load())
 	diff, step := target-cur, time.Duration(adaptStep*float64(cur))
 	switch {
-	case diff < 0 && a.c[cTimeout]*1000 > a.c[cSuccess]+a.c[cFailure]+a.c[cTimeout]:
+	case diff < 0 && a.c[cTimeout]*1000 > a.calls:
 		return nil
 	case target != lo && target != hi && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur):
 		return nil
@@ -158,23 +160,20 @@ func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 // Snapshot reads the guard's state.
 func (g *Guard) Snapshot() Snapshot {
 	s, now := g.cur.Load(), g.clock.Now()
-	a := g.advise(s, now)
-	timeout := g.inForce(s)
+	a, timeout := g.advise(s, now), g.inForce(s)
 	snap := Snapshot{Name: g.name, Breaker: a.state, Counts: make(map[string]int64, numCounters),
 		Latency: s.window.latencies(now, false).percentiles(), SuccessLatency: a.ok,
 		Bulkhead: g.bulkhead.usage(), Timeout: Millis(timeout), TimeoutMode: "fixed",
 		WindowMS: s.cfg.Breaker.Window.Milliseconds(), Warnings: []string{}}
-	var lo, hi time.Duration
-	if s.cfg.AutoTimeout {
-		lo, hi = g.autoBounds(&s.cfg)
-		snap.TimeoutMode, snap.TimeoutMin, snap.TimeoutMax = "auto", ptr(Millis(lo)), ptr(Millis(hi))
-	}
 	for i, n := range a.c {
 		snap.Counts[counterNames[i]] = n
 	}
-	calls := a.c[cSuccess] + a.c[cFailure] + a.c[cTimeout]
-	if calls > 0 {
-		snap.ErrorPercent = float64(a.c[cFailure]+a.c[cTimeout]) * 100 / float64(calls)
+	if a.calls > 0 {
+		snap.ErrorPercent = float64(a.c[cFailure]+a.c[cTimeout]) * 100 / float64(a.calls)
+	}
+	lo, hi := g.autoBounds(&s.cfg)
+	if s.cfg.AutoTimeout {
+		snap.TimeoutMode, snap.TimeoutMin, snap.TimeoutMax = "auto", ptr(Millis(lo)), ptr(Millis(hi))
 	}
 	if a.ok.Count < AdvisorMinSuccesses {
 		return snap
@@ -186,10 +185,10 @@ func (g *Guard) Snapshot() Snapshot {
 	rec, to := a.rec, timeout.Round(time.Millisecond)
 	switch {
 	case rec <= timeout || (s.cfg.AutoTimeout && timeout < hi): // fine, or on its way up
-	case a.c[cTimeout]*1000 >= calls: // over 0.1% time out
+	case a.c[cTimeout]*1000 >= a.calls: // 0.1% of calls or more time out
 		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v and %.1f%% of calls time out: "+
 			"healthy calls are being cut off (successful calls reach P99.9 %v)",
-			to, rec, float64(a.c[cTimeout])*100/float64(calls), a.ok.P999.Round(time.Millisecond)))
+			to, rec, float64(a.c[cTimeout])*100/float64(a.calls), a.ok.P999.Round(time.Millisecond)))
 	default:
 		snap.Warnings = append(snap.Warnings, fmt.Sprintf("timeout %v is below the recommended %v "+
 			"(max(3×P99, 2×P99.9) + margin over %d successful calls)", to, rec, a.ok.Count))

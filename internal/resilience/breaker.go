@@ -50,9 +50,8 @@ type StateChange struct {
 type ticket uint64
 
 // breaker opens on a run of failures or on the window's rates, sleeps,
-// then admits probes. All its state is behind one mutex; its methods return
-// the transition they made, for the guard to tell the listener once the
-// lock is released.
+// then admits probes. Its methods return the transition they made, for the
+// guard to tell the listener once the lock is released.
 type breaker struct {
 	mu          sync.Mutex
 	state       State // forcing aside
@@ -157,17 +156,11 @@ func (b *breaker) open(now time.Time, cfg *BreakerConfig) *StateChange {
 	return b.set(StateOpen, now)
 }
 
+// set moves the automatic state, which always changes it. b.mu held.
 func (b *breaker) set(to State, now time.Time) *StateChange {
-	from := b.state
+	c := &StateChange{From: b.state, To: to, At: now}
 	b.state = to
-	return change(from, to, now)
-}
-
-func change(from, to State, now time.Time) *StateChange {
-	if from == to {
-		return nil
-	}
-	return &StateChange{From: from, To: to, At: now}
+	return c
 }
 
 // reported is the state operators see: forcing wins.
@@ -191,7 +184,9 @@ func (b *breaker) reportedLocked() State {
 func (b *breaker) setForce(f Force, now time.Time) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	before := b.reportedLocked()
-	b.force = f
-	return change(before, b.reportedLocked(), now)
+	from := b.reportedLocked()
+	if b.force = f; b.reportedLocked() == from {
+		return nil
+	}
+	return &StateChange{From: from, To: b.reportedLocked(), At: now}
 }

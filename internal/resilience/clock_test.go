@@ -15,12 +15,10 @@ type fakeClock struct {
 	now    time.Time
 	auto   bool
 	timers []fakeTimer
-	waits  int // After channels not yet fired
 }
 
 type fakeTimer struct {
 	at   time.Time
-	wait bool
 	fire func()
 }
 
@@ -46,9 +44,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 			continue
 		}
 		due = append(due, t.fire)
-		if t.wait {
-			c.waits--
-		}
 	}
 	c.timers = keep
 	c.mu.Unlock()
@@ -62,20 +57,12 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	auto := c.auto
 	at := c.now.Add(d)
-	c.timers = append(c.timers, fakeTimer{at: at, wait: true, fire: func() { ch <- at }})
-	c.waits++
+	c.timers = append(c.timers, fakeTimer{at: at, fire: func() { ch <- at }})
 	c.mu.Unlock()
 	if auto || d <= 0 {
 		c.Advance(max(d, 0))
 	}
 	return ch
-}
-
-// pending is how many waits (After) have not fired yet.
-func (c *fakeClock) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.waits
 }
 
 func (c *fakeClock) WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {

@@ -33,9 +33,7 @@ type Config struct {
 
 // BulkheadConfig bounds the calls in flight to the dependency.
 type BulkheadConfig struct {
-	MaxConcurrent int           `yaml:"max_concurrent" json:"max_concurrent"` // calls in flight; 50
-	MaxQueue      int           `yaml:"max_queue" json:"max_queue"`           // calls waiting for a slot; 0: a full bulkhead rejects at once
-	MaxWait       time.Duration `yaml:"max_wait" json:"max_wait"`             // a queued call's longest wait; 0: its whole sub-budget
+	MaxConcurrent int `yaml:"max_concurrent" json:"max_concurrent"` // calls in flight; 50
 }
 
 // BreakerConfig sets the circuit breaker.
@@ -118,8 +116,6 @@ func (c Config) Validate() error {
 	check(c.TimeoutMax < 0 || !c.AutoTimeout || c.TimeoutMin <= cmp.Or(c.TimeoutMax, c.Timeout),
 		"timeout_min", "must not exceed timeout_max (%v), got %v", cmp.Or(c.TimeoutMax, c.Timeout), c.TimeoutMin)
 	check(c.Bulkhead.MaxConcurrent >= 1, "bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)
-	check(c.Bulkhead.MaxQueue >= 0, "bulkhead.max_queue", "must not be negative, got %d", c.Bulkhead.MaxQueue)
-	check(c.Bulkhead.MaxWait >= 0, "bulkhead.max_wait", "must not be negative, got %v", c.Bulkhead.MaxWait)
 	check(b.Buckets >= 1 && b.Buckets <= 1000, "breaker.buckets", "must be 1..1000, got %d", b.Buckets)
 	check(b.Buckets < 1 || b.Buckets > 1000 || b.Window >= 10*time.Millisecond*time.Duration(b.Buckets),
 		"breaker.window", "must hold buckets of at least 10ms, got %v for %d buckets", b.Window, b.Buckets)

@@ -3,7 +3,7 @@
 //
 //	budget    min(timeout, the caller's deadline and bound); none left → KindDeadline
 //	breaker   open → KindShortCircuited, nothing called
-//	bulkhead  full, and its queue full or the wait over → KindRejected
+//	bulkhead  full → KindRejected, nothing called
 //	context   the sub-budget's deadline, which cancels the work
 //	attempts  fn, retried on KindFailure while the breaker is closed, the
 //	          retry budget has room and the time left holds a backoff and a

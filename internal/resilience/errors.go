@@ -14,7 +14,7 @@ const (
 	KindFailure                    // a bad answer (5xx, garbage, refused connection): counts against the dependency, may be retried
 	KindTimeout                    // no answer within the sub-budget: counts against the dependency
 	KindShortCircuited             // the breaker is open: nothing was called
-	KindRejected                   // the bulkhead (and its queue) is full: nothing was called
+	KindRejected                   // the bulkhead is full: nothing was called
 	KindBadRequest                 // the caller's fault (a 404, another 4xx): never counted against the dependency, never retried
 	KindDeadline                   // the caller's deadline or bound ran out, or it went away: not the dependency's fault
 )

@@ -215,13 +215,9 @@ func (c *call[T]) admit() error {
 		return c.refuse(KindShortCircuited, nil)
 	}
 	c.probe = t
-	wait := c.end.Sub(c.start)
-	if cfg.Bulkhead.MaxWait > 0 {
-		wait = min(wait, cfg.Bulkhead.MaxWait)
-	}
-	if kind := g.bulkhead.acquire(c.ctx, cfg.Bulkhead.MaxQueue, wait, g.clock); kind != KindSuccess {
+	if !g.bulkhead.tryAcquire() {
 		g.breaker.record(t, Event{Kind: KindDeadline, Start: c.start}, false, c.s.window, &cfg.Breaker) // a probe that never ran gives its place back
-		return c.refuse(kind, c.ctx.Err())
+		return c.refuse(KindRejected, nil)
 	}
 	return nil
 }

@@ -137,8 +137,7 @@ func TestKinds(t *testing.T) {
 
 func bg() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
 
-func inUse(g *Guard) int  { return int(g.bulkhead.usage().InUse) }
-func queued(g *Guard) int { return int(g.bulkhead.usage().Queued) }
+func inUse(g *Guard) int { return int(g.bulkhead.usage().InUse) }
 
 func TestErrorWrapsCause(t *testing.T) {
 	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 1}})
@@ -347,46 +346,6 @@ func TestBulkheadRejectsAtOnceWhenFull(t *testing.T) {
 	if n := int64(inUse(g)); n != 0 {
 		t.Fatalf("in use %d after all returned", n)
 	}
-}
-
-func TestBulkheadQueue(t *testing.T) {
-	clk := newFakeClock()
-	g := mustGuard(t, Config{Bulkhead: BulkheadConfig{MaxConcurrent: 1, MaxQueue: 1, MaxWait: time.Second}}, WithClock(clk))
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	hold := func(context.Context) (string, error) { started <- struct{}{}; <-release; return "ok", nil }
-	var wg sync.WaitGroup
-	wg.Go(func() { Do(context.Background(), g, hold) })
-	<-started
-
-	queuedDone := make(chan error, 1)
-	go func() { _, err := Do(context.Background(), g, ok); queuedDone <- err }()
-	waitFor(t, func() bool { return queued(g) == 1 })
-	// Queue full: the next one is rejected at once.
-	if _, err := Do(context.Background(), g, ok); !errors.Is(err, ErrRejected) {
-		t.Fatalf("over the queue: %v", err)
-	}
-	close(release)
-	if err := <-queuedDone; err != nil {
-		t.Fatalf("queued call: %v", err)
-	}
-	wg.Wait()
-
-	// A queued call gives up after MaxWait.
-	release2 := make(chan struct{})
-	wg.Go(func() {
-		Do(context.Background(), g, func(context.Context) (string, error) { started <- struct{}{}; <-release2; return "", nil })
-	})
-	<-started
-	waits := clk.pending()
-	go func() { _, err := Do(context.Background(), g, ok); queuedDone <- err }()
-	waitFor(t, func() bool { return queued(g) == 1 && clk.pending() == waits+1 })
-	clk.Advance(time.Second)
-	if err := <-queuedDone; !errors.Is(err, ErrRejected) {
-		t.Fatalf("waited past MaxWait: %v", err)
-	}
-	close(release2)
-	wg.Wait()
 }
 
 // waitFor polls a condition another goroutine makes true; it bounds the wait
@@ -693,7 +652,6 @@ func TestConfigValidateNamesKey(t *testing.T) {
 		"breaker.half_open_probes":  {Breaker: BreakerConfig{HalfOpenProbes: -1}},
 		"retry.max_attempts":        {Retry: RetryConfig{MaxAttempts: 11}},
 		"retry.max_backoff":         {Retry: RetryConfig{Backoff: time.Second, MaxBackoff: time.Millisecond}},
-		"bulkhead.max_queue":        {Bulkhead: BulkheadConfig{MaxQueue: -1}},
 		"breaker.slow_call_percent": {Breaker: BreakerConfig{SlowCallPercent: -5}},
 	}
 	for key, cfg := range tests {

@@ -28,7 +28,6 @@ type scenario struct {
 func scenarios() []scenario {
 	return []scenario{
 		{"bulkhead-sweep", "bulkhead size 1…64 on an 80 ms dependency at 80 closed-loop workers", bulkheadSweep},
-		{"queue-sweep", "bulkhead wait queue 0/5/50 under overload (bulkhead 8, 200 workers)", queueSweep},
 		{"hang", "one dependency hanging: healthy vs hanging, orderagg vs the bare floor", hang},
 		{"retry-storm", "a dependency failing 50 %: physical attempts per request, retry budget vs naive retries", retryStorm},
 		{"floor", "healthy zero-latency downstreams: orderagg's cost against the bare floor", floorCost},

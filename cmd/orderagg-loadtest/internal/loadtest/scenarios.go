@@ -53,7 +53,7 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 	linearUpTo, linear, firstSlot := 0, true, 0.0
 	for _, size := range sizes {
 		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
-			d.Update("inventory", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent, x.Bulkhead.MaxQueue = size, 0 })
+			d.Update("inventory", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent = size })
 			onlyInventoryLimits(d, p.Concurrency)
 		}, 0)
 		if err != nil {
@@ -112,56 +112,6 @@ func bulkheadSweep(ctx context.Context, e *experiment) error {
 			}},
 		},
 	})
-}
-
-func queueSweep(ctx context.Context, e *experiment) error {
-	queues := []int{0, 5, 50, 50}
-	const bulkhead = 8
-	p := e.stepPlan(200, time.Second, 5*time.Second)
-	e.report.Load = fmt.Sprintf("%s; per step %s warm-up + %s measured, a fresh service and simulator; inventory 80 ms with 1 %% errors behind a bulkhead of %d (queued calls wait at most the 600 ms sub-budget), the others 5 ms",
-		p.mode(), p.Warmup, p.Duration, bulkhead)
-	e.report.Columns = []string{"queue", "pages/s", "inventory live/s", "live", "rejected", "timed out", "short-circuited", "P50 full ms", "P99 full ms", "P99 all ms"}
-	var lives, p99s []float64
-	for i, q := range queues {
-		label := fmt.Sprint(q)
-		noBreaker := i == len(queues)-1 // the last step repeats the deepest queue with the breaker off
-		if noBreaker {
-			label += ", breaker off"
-		}
-		st, err := e.up(ctx, slowPath(), kindOrderagg, func(d *config.Dependencies) {
-			d.Update("inventory", func(x *config.Dependency) { x.Bulkhead.MaxConcurrent, x.Bulkhead.MaxQueue = bulkhead, q })
-			onlyInventoryLimits(d, p.Concurrency)
-			if noBreaker {
-				breakerOff(d, "inventory")
-			}
-		}, 0)
-		if err != nil {
-			return err
-		}
-		s, _ := e.measure(ctx, "queue "+label, st.url, p, nil)
-		st.stop()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		liveS := perSec(s.Live("inventory"), s)
-		rejected := ratio(float64(s.Reasons["inventory"]["REJECTED"]), float64(s.Requests))
-		why := s.Reasons["inventory"]
-		share := func(reason string) string { return pc(ratio(float64(why[reason]), float64(s.Requests))) }
-		e.row(label, f0(s.RPS), f1(liveS), pc(ratio(float64(s.Live("inventory")), float64(s.Requests))), share("REJECTED"),
-			share("TIMEOUT"), share("SHORT_CIRCUITED"), f1(s.LatencyFull.P50), f1(s.LatencyFull.P99), f1(s.Latency.P99))
-		e.step("queue "+label, s, map[string]float64{"inventory_live_per_s": liveS, "rejected_ratio": rejected})
-		lives, p99s = append(lives, liveS), append(p99s, s.LatencyFull.P99)
-	}
-	e.finding("queue 0 → 5: live inventory calls/s %.0f → %.0f (%.2f×; at most the bulkhead's %d slots ÷ 80 ms = 100/s), P99 of full pages %.0f → %.0f ms (%.1f×): a queue buys latency, not throughput",
-		lives[0], lives[1], ratio(lives[1], lives[0]), bulkhead, p99s[0], p99s[1], ratio(p99s[1], p99s[0]))
-	if lives[2] == 0 {
-		e.finding("queue 50, breaker on: no inventory call answered live; queued calls outwaited their sub-budget, the timeouts opened the breaker and every call was short-circuited")
-	} else {
-		e.finding("queue 50, breaker on: %.0f live calls/s, P99 of full pages %.0f ms", lives[2], p99s[2])
-	}
-	e.finding("queue 50, breaker off: %.0f live calls/s (%.2f× queue 0), P99 of full pages %.0f ms (%.1f×): a queue longer than rate × (sub-budget − call time) makes queued calls time out, spending slots on answers nobody waits for",
-		lives[3], ratio(lives[3], lives[0]), p99s[3], ratio(p99s[3], p99s[0]))
-	return nil
 }
 
 func hang(ctx context.Context, e *experiment) error {
