@@ -37,8 +37,8 @@ func (e Event) Name() string {
 }
 
 // Listener hears a guard's events and breaker transitions, synchronously on
-// the caller's goroutine and never under the guard's locks. It must be
-// quick; it may read the guard (Snapshot) but not call through it.
+// the caller's goroutine, never under the guard's locks. It must be quick;
+// it may read the guard (Snapshot) but not call through it.
 type Listener interface {
 	OnEvent(ctx context.Context, e Event)
 	OnStateChange(c StateChange)
@@ -63,10 +63,9 @@ func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } 
 // a millisecond below it and Snapshot warns when the recommendation reaches it.
 func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd = d } }
 
-// WithTracerProvider makes the guard start spans; without it, it starts
-// none. A call's span, "dependency <name>", starts where the call starts: a
-// child of the span in the caller's context and the parent of whatever the
-// attempts start. A fallback's is "fallback <name>". Both carry
+// WithTracerProvider makes the guard start spans (none without it): a
+// call's "dependency <name>", child of the caller's span and parent of the
+// attempts', and a fallback's "fallback <name>". Both carry
 // orderagg.dependency and orderagg.event (the outcome's event name), and
 // status Error when the caller got no answer through the dependency's fault
 // or the guard's refusal. A call's span has an "attempt" event per attempt,
@@ -152,10 +151,10 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 // with the breaker open KindShortCircuited, with the bulkhead full
 // KindRejected, all without calling fn. Otherwise fn runs under the call's
 // sub-budget — the dependency's timeout, cut to ctx's deadline and to until
-// (zero: none) — retried as configured. A cut at ctx's deadline or
-// at until is the caller's doing, KindDeadline, and teaches the breaker
-// nothing; a cut at the timeout is KindTimeout. fn must honour its context:
-// DoUntil returns once every attempt has returned.
+// (zero: none) — retried as configured. A cut at ctx's deadline or at until
+// is the caller's doing, KindDeadline, and teaches the breaker nothing; a
+// cut at the timeout is KindTimeout. fn must honour its context: DoUntil
+// returns once its attempt has returned.
 //
 // A nil error means fn's value is good; otherwise the error is an *Error
 // whose Kind says what happened, wrapping fn's last error.
@@ -232,8 +231,7 @@ func (c *call[T]) refuse(kind Kind, cause error) error {
 	return &Error{Dependency: c.g.name, Kind: kind, Err: cause}
 }
 
-// attempt makes attempt c.made in ctx, classifies its outcome and settles
-// it.
+// attempt makes attempt c.made in ctx, classifies its outcome and settles it.
 func (c *call[T]) attempt(ctx context.Context) (T, Event) {
 	e := Event{Dependency: c.g.name, Attempt: c.made, Probe: c.probe != 0, Start: c.g.clock.Now()}
 	v, err := c.fn(ctx)
@@ -280,8 +278,8 @@ func (c *call[T]) settle(e Event) {
 }
 
 // mayRetry reports, having waited the backoff, whether to retry a failure:
-// attempts are left, the breaker is closed, the retry budget has room and
-// the time left holds the backoff and a typical attempt.
+// not a probe, attempts left, the breaker closed, room in the retry budget,
+// and time left for the backoff and a typical (P50) attempt.
 func (c *call[T]) mayRetry(cctx context.Context) bool {
 	g, r := c.g, &c.s.cfg.Retry
 	if st := g.breaker.reported(); c.probe != 0 || c.made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
@@ -307,8 +305,8 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 }
 
 // budgetLeft reports whether the retries in the window are under
-// BudgetPercent of the calls plus BudgetMin, so that an outage does not
-// multiply the load on a sick dependency.
+// BudgetPercent of the calls plus BudgetMin: an outage must not multiply
+// the load on a sick dependency.
 func (c *call[T]) budgetLeft(now time.Time) bool {
 	n, r := c.s.window.counts(now, time.Time{}), &c.s.cfg.Retry
 	calls := n[cSuccess] + n[cFailure] + n[cTimeout] + n[cBadRequest] - n[cRetry]
