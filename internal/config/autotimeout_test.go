@@ -22,7 +22,7 @@ func TestTimeoutAuto(t *testing.T) {
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deps, err := config.LoadFile(path, config.DefaultDependencies(), deadline)
+	deps, err := loadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +64,8 @@ func TestTimeoutAuto(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"timeout":"auto","fallback_timeout":"auto"}`: "dependencies.logistics: line 1: cannot unmarshal !!str `auto` into time.Duration",
 		`{"fallback_timeout":"auto","timeout":"auto"}`: "dependencies.logistics: line 1: cannot unmarshal !!str `auto` into time.Duration",
-		`{"timeout":"auto","timeout_min":"2s"}`:        "dependencies.logistics.timeout_min: must not exceed timeout_max (900ms), got 2s",
-		`{"timeout":"auto","timeout_max":"1400ms"}`:    "dependencies.logistics.timeout_max: 1.4s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s",
+		`{"timeout":"auto","timeout_min":"2s"}`:        "dependencies.logistics.timeout_min (line 1): must not exceed timeout_max (900ms), got 2s",
+		`{"timeout":"auto","timeout_max":"1400ms"}`:    "dependencies.logistics.timeout_max (line 1): 1.4s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s",
 		`{"timeout":"sometimes"}`:                      "dependencies.logistics: line 1: cannot unmarshal !!str `sometimes` into time.Duration",
 		`{"timeout":true}`:                             "dependencies.logistics: line 1: cannot unmarshal !!bool `true` into time.Duration",
 	} {
@@ -89,7 +89,7 @@ func TestTimeoutAuto(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("dependencies:\n  logistics:\n\n    timeout: automatic\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.LoadFile(bad, config.DefaultDependencies(), deadline); err == nil ||
+	if _, err := loadFile(bad); err == nil ||
 		!strings.Contains(err.Error(), "dependencies.logistics: line 4: cannot unmarshal !!str `automatic` into time.Duration") {
 		t.Fatalf("bad mode in a file: %v", err)
 	}

@@ -1,9 +1,9 @@
-// Package config reads orderagg's configuration once, at the edge, into
-// plain structs whose defaults are in one place (DefaultServe, DefaultSim,
+// Package config reads orderagg's configuration at start-up into typed
+// structs whose defaults are in one place (DefaultServe, DefaultSim,
 // DefaultDependencies): flags and their ORDERAGG_* environment twins, parsed
 // by ff (a flag wins over its variable), and the --config YAML file of
 // per-dependency settings, decoded by yaml.v3. Every error of a bad value is
-// one line naming the flag (or the file key and its line) and matches
+// one line naming the flag, or the file key and its line, and matches
 // ErrUsage. The package holds no state.
 package config
 
@@ -32,26 +32,30 @@ import (
 )
 
 // ErrUsage matches every error of a bad command line, environment or
-// --config file: print its message and exit with status 2. --help comes
-// back as flag.ErrHelp instead (print the usage, exit 0).
+// --config file: print its message and exit with status 2. --help returns
+// flag.ErrHelp instead: print the usage and exit 0.
 var ErrUsage = errors.New("config: usage error")
 
 // EnvPrefix starts every flag's environment twin: --order-url is ORDERAGG_ORDER_URL.
 const EnvPrefix = "ORDERAGG_"
 
-// Serve is the configuration of `orderagg serve`, set by the flags of
-// ServeFlags, whose help says what each field means.
+// --max-inflight's default and maximum (the bulkheads are multiples of it),
+// and the shortest admin token, in bytes.
+const DefaultMaxInflight, MaxMaxInflight, MinAdminToken = 1024, 1 << 20, 16
+
+// Serve is the configuration of `orderagg serve`; ServeFlags' help says
+// what each field means.
 type Serve struct {
 	Addr string
-	// URLs are the downstreams' base URLs by registered name, filled from
-	// DownstreamsURL where empty. All empty: the simulators run in-process.
+	// URLs are the downstreams' base URLs by registered name, the empty ones
+	// filled from DownstreamsURL. All empty: the simulators run in-process.
 	URLs                     map[string]string
 	DownstreamsURL, RedisURL string
 	Deadline, Reserve        time.Duration // the page's calls end at Deadline − Reserve
 	MaxInflight              int
 	ConfigFile               string
-	// AdminAddr (empty: off) needs AdminToken, at least MinAdminToken bytes,
-	// given directly or read from AdminTokenFile.
+	// AdminAddr (empty: off) needs AdminToken, given directly or read from
+	// AdminTokenFile.
 	AdminAddr, AdminToken, AdminTokenFile        string
 	AllowedHosts, TrustedProxies, ForwardBaggage []string
 	MaxEventStreams                              int
@@ -61,10 +65,6 @@ type Serve struct {
 	// DefaultDependenciesFor(MaxInflight) with the --config file laid over.
 	Dependencies Dependencies
 }
-
-// Bounds of the flags: --max-inflight's default and maximum (the bulkheads
-// are multiples of it) and the shortest admin token, in bytes.
-const DefaultMaxInflight, MaxMaxInflight, MinAdminToken = 1024, 1 << 20, 16
 
 // DefaultServe returns serve's built-in configuration. The API listens on
 // loopback so a demo is not exposed (the image sets :8080); the reserve
@@ -146,8 +146,7 @@ func SimUsage(w io.Writer) {
 }
 
 // ParseServe reads serve's configuration from args (after the sub-command)
-// and the ORDERAGG_* environment, then loads the --config file and checks
-// it against the flags' Bounds.
+// and the ORDERAGG_* environment, checks it, and loads the --config file.
 func ParseServe(args []string) (Serve, error) { return parseServe(args, true) }
 
 // ParseServeArgs is ParseServe without the environment, for in-process
@@ -194,7 +193,7 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	switch err := ff.Parse(fs, args, opts...); {
 	case errors.Is(err, flag.ErrHelp):
 		return flag.ErrHelp
-	case err != nil: // ff's words without "error parsing …"; the flag package quotes a bad argument whole
+	case err != nil: // without ff's "error parsing …"
 		msg := redact(errors.Unwrap(err).Error())
 		if m := badValue.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("--%s (%s): %s", m[1]+m[2], EnvName(prefix, m[1]+m[2]), msg)
@@ -238,8 +237,8 @@ func EnvName(prefix, name string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// check returns the first broken rule of the flags' values, having filled
-// in the downstream URLs from --downstreams-url and read the token file.
+// check returns the first bad value, having filled the downstream URLs left
+// empty from --downstreams-url and read the admin token file.
 func (s *Serve) check() error {
 	var errs []error
 	var missing []string
@@ -300,15 +299,26 @@ func (s *Serve) readAdminToken() error {
 // Bounds are the page's limits that the per-dependency settings must fit.
 func (s Serve) Bounds() Bounds { return Bounds{Deadline: s.Deadline, Reserve: s.Reserve} }
 
-// LoadDependencies returns ConfigFile's settings laid over
-// DefaultDependenciesFor(MaxInflight) (without a file, those defaults),
-// validated against Bounds: what start-up and SIGHUP put in force.
+// LoadDependencies returns the ConfigFile's settings (none: no file) laid
+// over DefaultDependenciesFor(MaxInflight) and validated against Bounds:
+// what start-up and SIGHUP put in force. An error names the key and its line.
 func (s Serve) LoadDependencies() (Dependencies, error) {
 	deps := DefaultDependenciesFor(s.MaxInflight)
-	if s.ConfigFile != "" {
-		return LoadFile(s.ConfigFile, deps, s.Bounds())
+	if s.ConfigFile == "" {
+		return deps, deps.Validate(s.Bounds())
 	}
-	return deps, deps.Validate(s.Bounds())
+	data, err := os.ReadFile(s.ConfigFile)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	doc, err := parse(data)
+	if err == nil {
+		deps, err = deps.lay(doc, s.Bounds())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", s.ConfigFile, err)
+	}
+	return deps, nil
 }
 
 // EmbeddedDownstreams reports whether no downstream URL is set: the
@@ -349,7 +359,6 @@ func named(name string, err error) error {
 	return fmt.Errorf("--%s (%s): %w", name, EnvName(EnvPrefix, name), err)
 }
 
-// first is the first error that is not nil.
 func first(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -36,8 +35,8 @@ const NameCache = "cache"
 var ErrUnknownDependency = errors.New("unknown dependency")
 
 // Dependencies are the settings of every registered downstream, by name,
-// and of the last-good store's guard, NameCache. Patch and LoadFile return
-// a new map; Update changes this one. Start from DefaultDependencies.
+// and of the last-good store's guard, NameCache. Start from
+// DefaultDependencies; Patch returns a new map, Update changes this one.
 type Dependencies map[string]Dependency
 
 // Names returns the registered downstreams in page order, then cache.
@@ -73,12 +72,11 @@ func DefaultDependenciesFor(maxInflight int) Dependencies {
 		d[e.Name] = Dependency{Config: e.Defaults, CacheMaxAge: e.CacheMaxAge}
 	}
 	for name, dep := range d {
-		switch {
-		case dep.Bulkhead.MaxConcurrent > 0:
-		case name == NameCache:
-			dep.Bulkhead.MaxConcurrent = maxInflight * len(downstream.Names())
-		default:
+		if dep.Bulkhead.MaxConcurrent == 0 {
 			dep.Bulkhead.MaxConcurrent = maxInflight
+			if name == NameCache {
+				dep.Bulkhead.MaxConcurrent *= len(downstream.Names())
+			}
 		}
 		dep.Config = dep.Config.WithDefaults()
 		d[name] = dep
@@ -102,67 +100,57 @@ type Bounds struct{ Deadline, Reserve time.Duration }
 func (b Bounds) CallsEnd() time.Duration { return b.Deadline - b.Reserve }
 
 // Validate returns the first invalid setting, in Names order, as one line
-// naming its key ("dependencies.coupon.breaker.window: …"). Beside each
-// guard's own rules (resilience.Config.Validate) it refuses what would
-// blind a breaker: a timeout or timeout_max at or past b.CallsEnd() (the
-// call would end as the page's DEADLINE, which no breaker counts), and a
-// reserve or fallback_timeout not longer than cache.timeout (a last-good
-// read would be cut before its own guard times it out). Start-up, SIGHUP
-// and admin PATCH run it before putting settings in force.
+// "key: what is wrong" ("dependencies.coupon.breaker.window: …"). Beside
+// each guard's own rules (resilience.Config.Validate) it refuses what would
+// blind a breaker: a timeout or timeout_max at or past b.CallsEnd(), where
+// the call would end as the page's DEADLINE, which no breaker counts; and a
+// reserve or fallback_timeout not longer than cache.timeout, which would
+// cut a last-good read before its own guard times it out.
 func (d Dependencies) Validate(b Bounds) error {
-	if key, msg := d.problem(b); key != "" {
-		return errors.New(key + ": " + msg)
-	}
-	return nil
-}
-
-// problem is Validate's finding: the key at fault and what is wrong with
-// it, or "".
-func (d Dependencies) problem(b Bounds) (key, msg string) {
 	reserve, cache := "--reserve ("+EnvName(EnvPrefix, "reserve")+")", d[NameCache]
 	blind := fmt.Sprintf("must be shorter than --deadline %v minus --reserve %v = %v, or a hang is cut as the page's DEADLINE, which the breaker never sees",
 		b.Deadline, b.Reserve, b.CallsEnd())
 	switch {
 	case b.Reserve >= b.Deadline:
-		return reserve, fmt.Sprintf("%v must be shorter than --deadline %v", b.Reserve, b.Deadline)
+		return fmt.Errorf("%s: %v must be shorter than --deadline %v", reserve, b.Reserve, b.Deadline)
 	case b.Reserve <= cache.Timeout:
-		return reserve, fmt.Sprintf("%v must be longer than dependencies.cache.timeout %v, the bound of a last-good read made within it", b.Reserve, cache.Timeout)
+		return fmt.Errorf("%s: %v must be longer than dependencies.cache.timeout %v, the bound of a last-good read made within it", reserve, b.Reserve, cache.Timeout)
 	}
 	for _, name := range d.Names() {
-		key, dep := "dependencies."+name+".", d[name]
-		if _, ok := d[name]; !ok {
-			return "dependencies." + name, "missing (start from DefaultDependencies)"
+		key := "dependencies." + name + "."
+		dep, ok := d[name]
+		if !ok {
+			return fmt.Errorf("dependencies.%s: missing (start from DefaultDependencies)", name)
 		}
 		if err := dep.Config.Validate(); err != nil { // errors.Join's "key: message" lines
-			k, msg, _ := strings.Cut(strings.SplitN(err.Error(), "\n", 2)[0], ": ")
-			return key + k, msg
+			return errors.New(key + strings.SplitN(err.Error(), "\n", 2)[0])
 		}
 		switch {
 		case dep.Timeout >= b.CallsEnd():
-			return key + "timeout", fmt.Sprintf("%v %s", dep.Timeout, blind)
+			return fmt.Errorf("%stimeout: %v %s", key, dep.Timeout, blind)
 		case dep.TimeoutMax >= b.CallsEnd():
-			return key + "timeout_max", fmt.Sprintf("%v %s", dep.TimeoutMax, blind)
+			return fmt.Errorf("%stimeout_max: %v %s", key, dep.TimeoutMax, blind)
 		case name == NameCache && dep.CacheMaxAge != 0:
-			return key + "cache_max_age", "does not apply to the cache itself; leave it out"
+			return fmt.Errorf("%scache_max_age: does not apply to the cache itself; leave it out", key)
 		case name != NameCache && dep.CacheMaxAge <= 0:
-			return key + "cache_max_age", fmt.Sprintf("must be positive, got %v", dep.CacheMaxAge)
+			return fmt.Errorf("%scache_max_age: must be positive, got %v", key, dep.CacheMaxAge)
 		case name != NameCache && dep.FallbackTimeout <= cache.Timeout:
-			return key + "fallback_timeout", fmt.Sprintf("%v must be longer than dependencies.cache.timeout %v", dep.FallbackTimeout, cache.Timeout)
+			return fmt.Errorf("%sfallback_timeout: %v must be longer than dependencies.cache.timeout %v", key, dep.FallbackTimeout, cache.Timeout)
 		}
 	}
-	return "", ""
+	return nil
 }
 
 // Patch returns a copy of d with the named dependency's settings patched by
 // body, a JSON (or YAML) object with any keys of its --config section, the
 // whole validated against b; d is never modified. An unknown name matches
-// ErrUnknownDependency; every other error names the key at fault.
+// ErrUnknownDependency; every other error is LoadDependencies' naming the
+// key and its line in body.
 func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, error) {
-	dep, ok := d[name]
-	if !ok {
+	if _, ok := d[name]; !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownDependency, name, strings.Join(d.Names(), ", "))
 	}
-	if json.Valid(body) { // JSON is YAML, but for tabs: compact it first
+	if json.Valid(body) { // JSON is YAML but for tabs: compact it first
 		var buf bytes.Buffer
 		_ = json.Compact(&buf, body)
 		body = buf.Bytes()
@@ -174,28 +162,17 @@ func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, e
 	case n.Line == 0:
 		return nil, fmt.Errorf(`dependencies.%s: empty body: send an object of settings such as {"timeout":"300ms"}`, name)
 	}
-	if err := dep.apply(n, "dependencies."+name); err != nil {
-		return nil, err
-	}
-	out := maps.Clone(d)
-	out[name] = dep
-	if err := out.Validate(b); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return d.lay(mapping("dependencies", mapping(name, n)), b)
 }
 
 // Settings returns d as a tree of maps keyed like the --config file, with
 // durations in their short form ("300ms", "10m", "24h"): what the admin API
 // shows, and a PATCH body that gives the same settings back.
 func (d Dependency) Settings() map[string]any {
+	var n yaml.Node
 	var out map[string]any
-	b, err := yaml.Marshal(d)
-	if err == nil {
-		err = yaml.Unmarshal(b, &out)
-	}
-	if err != nil {
-		panic(err) // a struct of numbers always round-trips
+	if err := n.Encode(d); err != nil || n.Decode(&out) != nil {
+		panic("config: settings do not round-trip") // a struct of numbers always does
 	}
 	if d.AutoTimeout {
 		out["timeout"] = "auto"
@@ -221,55 +198,44 @@ func shorten(m map[string]any) map[string]any {
 	return m
 }
 
-// LoadFile reads the YAML file at path (dependencies, then one section per
-// name of Names) and lays it over base, normally the defaults, so a key
-// removed from the file returns to its default on reload. An unknown key, a
-// value of the wrong type and what Validate finds against b is an error
-// naming the key and its line.
-func LoadFile(path string, base Dependencies, b Bounds) (Dependencies, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
-	}
-	deps, err := base.load(data, b)
-	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	return deps, nil
-}
-
-func (d Dependencies) load(data []byte, b Bounds) (Dependencies, error) {
-	root, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
+// lay lays doc, a --config document, over d: a key doc leaves out keeps d's
+// setting. An unknown key, a value of the wrong type and what Validate finds
+// against b is an error naming the key and its line.
+func (d Dependencies) lay(doc *yaml.Node, b Bounds) (Dependencies, error) {
 	names := map[string]any{}
 	for name := range d {
 		names[name] = true // each section's keys are apply's to check
 	}
-	if err := knownKeys(root, "", map[string]any{"dependencies": names}); err != nil {
+	if err := knownKeys(doc, "", map[string]any{"dependencies": names}); err != nil {
 		return nil, err
 	}
 	var file struct{ Dependencies map[string]yaml.Node }
-	if err := root.Decode(&file); err != nil {
+	if err := doc.Decode(&file); err != nil {
 		return nil, oneLine(err)
 	}
 	out := maps.Clone(d)
 	for _, name := range d.Names() {
-		if dep, n := out[name], file.Dependencies[name]; n.Kind != 0 {
+		if n, ok := file.Dependencies[name]; ok {
+			dep := out[name]
 			if err := dep.apply(&n, "dependencies."+name); err != nil {
 				return nil, err
 			}
 			out[name] = dep
 		}
 	}
-	if key, msg := out.problem(b); key != "" {
-		if line, _ := lookup(root, key); line > 0 {
-			key = fmt.Sprintf("%s (line %d)", key, line)
+	if err := out.Validate(b); err != nil {
+		key, msg, _ := strings.Cut(err.Error(), ": ")
+		if line, _ := lookup(doc, key); line > 0 {
+			return nil, fmt.Errorf("%s (line %d): %s", key, line, msg)
 		}
-		return nil, errors.New(key + ": " + msg)
+		return nil, err
 	}
 	return out, nil
+}
+
+// mapping is the YAML mapping {key: value}.
+func mapping(key string, value *yaml.Node) *yaml.Node {
+	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, value}}
 }
 
 // apply lays the settings in n, a mapping keyed like a --config section,

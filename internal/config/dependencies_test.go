@@ -102,17 +102,17 @@ func TestPatchRefusesBlindTimeouts(t *testing.T) {
 	d := config.DefaultDependencies()
 	before := must(d, "coupon")
 	for body, want := range map[string]string{
-		`{"timeout":"1450ms"}`:                      "dependencies.coupon.timeout: 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s",
-		`{"timeout":"auto","timeout_max":"1400ms"}`: "dependencies.coupon.timeout_max: 1.4s must be shorter",
+		`{"timeout":"1450ms"}`:                      "dependencies.coupon.timeout (line 1): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s",
+		`{"timeout":"auto","timeout_max":"1400ms"}`: "dependencies.coupon.timeout_max (line 1): 1.4s must be shorter",
 		`{"nope":1}`:                           "dependencies.coupon.nope (line 1): unknown key",
 		`{"breaker":{"windw":"1s"}}`:           "dependencies.coupon.breaker.windw (line 1): unknown key",
-		`{"bulkhead":{"max_concurrent":-1}}`:   "dependencies.coupon.bulkhead.max_concurrent: must be at least 1",
+		`{"bulkhead":{"max_concurrent":-1}}`:   "dependencies.coupon.bulkhead.max_concurrent (line 1): must be at least 1",
 		`{"timeout":"abc"}`:                    "cannot unmarshal !!str `abc` into time.Duration",
 		`not json`:                             "cannot unmarshal",
 		``:                                     "empty body",
-		"{\"retry\":\t{\"max_attempts\": 11}}": "dependencies.coupon.retry.max_attempts: must be 1..10",
-		`{"cache_max_age":"0s","timeout":"200ms"}`:      "dependencies.coupon.cache_max_age: must be positive",
-		`{"fallback_timeout":"40ms","timeout":"200ms"}`: "dependencies.coupon.fallback_timeout: 40ms must be longer than dependencies.cache.timeout 50ms",
+		"{\"retry\":\t{\"max_attempts\": 11}}": "dependencies.coupon.retry.max_attempts (line 1): must be 1..10",
+		`{"cache_max_age":"0s","timeout":"200ms"}`:      "dependencies.coupon.cache_max_age (line 1): must be positive",
+		`{"fallback_timeout":"40ms","timeout":"200ms"}`: "dependencies.coupon.fallback_timeout (line 1): 40ms must be longer than dependencies.cache.timeout 50ms",
 	} {
 		_, err := d.Patch("coupon", []byte(body), bounds)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -137,9 +137,9 @@ func TestPatchRefusesBlindTimeouts(t *testing.T) {
 	}
 }
 
-// TestLoadFileErrorsNameKeyAndLine: what yaml.v3's strict decoding and the
+// TestConfigFileErrorsNameKeyAndLine: what yaml.v3's strict decoding and the
 // validation refuse names the key and its line.
-func TestLoadFileErrorsNameKeyAndLine(t *testing.T) {
+func TestConfigFileErrorsNameKeyAndLine(t *testing.T) {
 	for file, want := range map[string]string{
 		"dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n":        "dependencies.coupon.breaker.windw (line 4): unknown key (known: buckets,",
 		"dependencies:\n  payments:\n    timeout: 1s\n":                    "dependencies.payments (line 2): unknown key (known: cache, coupon,",
@@ -150,12 +150,12 @@ func TestLoadFileErrorsNameKeyAndLine(t *testing.T) {
 		"dependencies: [\n": "yaml: line 1:",
 		"dependencies:\n  coupon:\n    timeout: auto\n    timeout_max: 2s\n": "dependencies.coupon.timeout_max (line 4)",
 	} {
-		_, err := config.LoadFile(writeTemp(t, file), config.DefaultDependencies(), bounds)
+		_, err := loadFile(writeTemp(t, file))
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v\nwant one line containing %q", file, err, want)
 		}
 	}
-	if _, err := config.LoadFile(filepath.Join(t.TempDir(), "none.yaml"), config.DefaultDependencies(), bounds); err == nil {
+	if _, err := loadFile(filepath.Join(t.TempDir(), "none.yaml")); err == nil {
 		t.Error("a missing file loaded")
 	}
 }
@@ -218,4 +218,11 @@ func FuzzPatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// loadFile loads the --config file at path with the default flags.
+func loadFile(path string) (config.Dependencies, error) {
+	s := config.DefaultServe()
+	s.ConfigFile = path
+	return s.LoadDependencies()
 }
