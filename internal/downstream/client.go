@@ -1,15 +1,15 @@
-// Package downstream holds the page's dependencies, one file each (its
-// answer type, API, semantic default and registry entry), the registry
-// everything else derives from, and Client, which calls an API over
-// net/http.
+// Package downstream holds the page's dependencies, one file each (answer
+// type, API, semantic default and registry entry), the registry everything
+// else derives from, and Client, which calls an API over net/http.
 //
 // Client.Get's errors, as resilience.KindOf reads them: a 404 wraps
-// orderdetail.ErrNotFound and, like any other 4xx but 408 and 429, is a
-// resilience.BadRequest (never retried, not the dependency's fault); the
-// caller's context ending, or a 504 BUDGET_EXHAUSTED (the service gave up
-// on X-Budget-Ms), wraps ctx.Err() or context.DeadlineExceeded; anything
-// else — 408, 429, 5xx or another status (*StatusError), ErrTransport,
-// ErrMalformed, ErrBodyTooLarge — is a failure of the dependency.
+// orderdetail.ErrNotFound and, like any 4xx but 408 and 429, is a
+// resilience.BadRequest (never retried, not the dependency's fault). The
+// caller's context ending wraps ctx.Err(). A 504 BUDGET_EXHAUSTED (the
+// service gave up on X-Budget-Ms) wraps context.DeadlineExceeded while the
+// caller's context is live, which the guard classifies as the dependency's
+// TIMEOUT. Anything else — 408, 429, 5xx or another status (*StatusError),
+// ErrTransport, ErrMalformed, ErrBodyTooLarge — is a failure.
 package downstream
 
 import (
@@ -31,8 +31,8 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Headers every request may carry: the whole milliseconds left of the
-// call's budget, and the request's id (see WithRequestID).
+// Headers a request may carry: the whole milliseconds left of the call's
+// budget, and the request's id (see WithRequestID).
 const (
 	HeaderBudget    = "X-Budget-Ms"
 	HeaderRequestID = "X-Request-Id"
@@ -40,7 +40,7 @@ const (
 
 // Failures of the dependency, besides *StatusError.
 var (
-	ErrTransport    = errors.New("transport error")         // no usable answer: refused, reset, dial timeout, Config.Timeout
+	ErrTransport    = errors.New("transport error")         // no usable answer: refused, reset, Config.Timeout
 	ErrMalformed    = errors.New("malformed response")      // a 200 that is not the promised JSON
 	ErrBodyTooLarge = errors.New("response body too large") // a 200 over Config.MaxBodyBytes
 )
@@ -60,14 +60,13 @@ func (e *StatusError) Error() string {
 // Config is one client's settings; a zero field takes its default.
 type Config struct {
 	BaseURL string // http(s)://host[:port][/prefix], user:password as basic auth. Required.
-	// MaxIdleConns is how many idle connections are kept (default 100).
-	// Connections in use have no cap of their own: the guard's bulkhead
-	// bounds the calls, at whatever size it is set at run time.
+	// MaxIdleConns is how many idle connections are kept (default 100);
+	// connections in use are bounded by the guard's bulkhead.
 	MaxIdleConns int
 	Timeout      time.Duration // caps a call whose caller has no nearer deadline (default 2s)
 	MaxBodyBytes int64         // default 1 MiB
-	// WrapTransport, when set, wraps the transport (otelhttp's, for
-	// example); it gets the dependency's name.
+	// WrapTransport, when set, wraps the transport; it gets the
+	// dependency's name.
 	WrapTransport func(dependency string, next http.RoundTripper) http.RoundTripper
 }
 
@@ -83,8 +82,8 @@ type Client[T any] struct {
 
 // NewClient returns a client of api with a connection pool of its own, so
 // that a dependency holding its connections cannot starve the others.
-// Environment proxies are ignored (downstreams are internal services), and
-// a redirect is answered as a failure, not followed.
+// Environment proxies are ignored, and a redirect is a failure, not
+// followed.
 func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("downstream: %s client: base URL %q: want http(s)://host and no query", api.Name, c.BaseURL)
@@ -103,8 +102,7 @@ func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 		rt = c.WrapTransport(api.Name, pool)
 	}
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	// No http.Client.Timeout: get bounds each call by its context, so that
-	// a call with a deadline (every guarded one) arms no timer of its own.
+	// No http.Client.Timeout: the context bounds each call.
 	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool, maxBody: cmp.Or(c.MaxBodyBytes, 1<<20),
 		timeout: cmp.Or(c.Timeout, 2*time.Second), http: &http.Client{Transport: rt, CheckRedirect: noRedirect}}, nil
 }
@@ -171,7 +169,13 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	case resp.ContentLength > c.maxBody:
 		return nil, fmt.Errorf("%w: Content-Length %d over the %d-byte cap", ErrBodyTooLarge, resp.ContentLength, c.maxBody)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	var body []byte
+	if resp.ContentLength >= 0 { // declared within the cap: one buffer of that size
+		body = make([]byte, resp.ContentLength)
+		_, err = io.ReadFull(resp.Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
+	}
 	if err != nil {
 		return nil, ioErr(ctx, err)
 	}
@@ -181,8 +185,8 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	return body, nil
 }
 
-// ioErr classifies an error of sending or reading: the caller's context's,
-// once it has ended; else the dependency's, with the cause as text only
+// ioErr classifies an error of sending or reading: the caller's context's
+// once it has ended, else the dependency's with the cause as text only
 // (Config.Timeout and net's timeouts match context.DeadlineExceeded).
 func ioErr(ctx context.Context, err error) error {
 	switch ctxErr := ctx.Err(); {

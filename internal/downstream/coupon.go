@@ -38,26 +38,22 @@ var couponAPI = API[Coupons]{
 		c.OrderID(w.OrderID, orderID)
 		return Coupons{Items: w.Coupons}, c.Err()
 	},
-	Check: checkCoupons,
-}
-
-func checkCoupons(cs Coupons, _ string) error {
-	var c Check
-	c.That(cs.Items != nil, "coupons", "is missing")
-	for i, cp := range cs.Items {
-		c.At(cp.Code != "", "coupons", i, "code", "is empty")
-		c.At(cp.DiscountCents >= 0, "coupons", i, "discount_cents", "is negative")
-		c.At(!cp.ExpiresAt.IsZero(), "coupons", i, "expires_at", "is missing")
-	}
-	return c.Err()
+	Check: func(cs Coupons, _ string) error {
+		var c Check
+		c.That(cs.Items != nil, "coupons", "is missing")
+		for i, cp := range cs.Items {
+			c.At(cp.Code != "", "coupons", i, "code", "is empty")
+			c.At(cp.DiscountCents >= 0, "coupons", i, "discount_cents", "is negative")
+			c.At(!cp.ExpiresAt.IsZero(), "coupons", i, "expires_at", "is missing")
+		}
+		return c.Err()
+	},
 }
 
 func init() {
 	Register(Entry{
 		Name: "coupon", Section: "coupons", Place: 2,
-		Defaults: resilience.Config{
-			Timeout: 300 * time.Millisecond,
-		},
+		Defaults:    resilience.Config{Timeout: 300 * time.Millisecond},
 		CacheMaxAge: 5 * time.Minute,
 		About:       "decoration: its default is an empty list.",
 		Why: map[string]string{

@@ -73,29 +73,25 @@ var inventoryAPI = API[Inventory]{
 		}
 		return Inventory{Status: InventoryConfirmed, Items: w.Items}, c.Err()
 	},
-	Check: checkInventory,
-}
-
-func checkInventory(inv Inventory, _ string) error {
-	var c Check
-	c.That(inv.Status == InventoryConfirmed, "status", "is not "+InventoryConfirmed)
-	c.That(inv.Items != nil, "items", "is missing")
-	seen := make(map[string]bool, len(inv.Items))
-	for i, it := range inv.Items {
-		c.At(it.SKU != "" && !seen[it.SKU], "items", i, "sku", "is empty or listed twice")
-		c.At(it.Available != nil && *it.Available >= 0, "items", i, "available", "is missing or negative")
-		c.At(it.Available == nil || it.Status == StockStatus(*it.Available), "items", i, "status", "does not match available")
-		seen[it.SKU] = true
-	}
-	return c.Err()
+	Check: func(inv Inventory, _ string) error {
+		var c Check
+		c.That(inv.Status == InventoryConfirmed, "status", "is not "+InventoryConfirmed)
+		c.That(inv.Items != nil, "items", "is missing")
+		seen := make(map[string]bool, len(inv.Items))
+		for i, it := range inv.Items {
+			c.At(it.SKU != "" && !seen[it.SKU], "items", i, "sku", "is empty or listed twice")
+			c.At(it.Available != nil && *it.Available >= 0, "items", i, "available", "is missing or negative")
+			c.At(it.Available == nil || it.Status == StockStatus(*it.Available), "items", i, "status", "does not match available")
+			seen[it.SKU] = true
+		}
+		return c.Err()
+	},
 }
 
 func init() {
 	Register(Entry{
 		Name: "inventory", Section: "inventory", Place: 1,
-		Defaults: resilience.Config{
-			Timeout: 600 * time.Millisecond,
-		},
+		Defaults:    resilience.Config{Timeout: 600 * time.Millisecond},
 		CacheMaxAge: 60 * time.Second,
 		About:       "secondary: its default is status UNKNOWN, never 0 or OUT_OF_STOCK.",
 		Why: map[string]string{

@@ -24,10 +24,9 @@ type ShipmentEvent struct {
 	Description string    `json:"description"`
 }
 
-// LogisticsUnknown is the default's status.
+// LogisticsUnknown is the default's status: the shipment's state is unknown.
 const LogisticsUnknown = "UNKNOWN"
 
-// unknownLogistics, the default: the shipment's state is unknown.
 func unknownLogistics(Order) Logistics { return Logistics{Status: LogisticsUnknown} }
 
 // logisticsAPI: GET /logistics/v1/orders/{id}/shipment answers a
@@ -45,26 +44,22 @@ var logisticsAPI = API[Logistics]{
 		c.OrderID(w.OrderID, orderID)
 		return w.Logistics, c.Err()
 	},
-	Check: checkLogistics,
-}
-
-func checkLogistics(l Logistics, _ string) error {
-	var c Check
-	c.That(IsToken(l.Status), "status", "is not an upper-case token")
-	c.That(l.ETA == nil || !l.ETA.IsZero(), "eta", "is the zero time")
-	for i, e := range l.Events {
-		c.At(!e.At.IsZero(), "events", i, "at", "is missing")
-		c.At(e.Description != "", "events", i, "description", "is empty")
-	}
-	return c.Err()
+	Check: func(l Logistics, _ string) error {
+		var c Check
+		c.That(IsToken(l.Status), "status", "is not an upper-case token")
+		c.That(l.ETA == nil || !l.ETA.IsZero(), "eta", "is the zero time")
+		for i, e := range l.Events {
+			c.At(!e.At.IsZero(), "events", i, "at", "is missing")
+			c.At(e.Description != "", "events", i, "description", "is empty")
+		}
+		return c.Err()
+	},
 }
 
 func init() {
 	Register(Entry{
 		Name: "logistics", Section: "logistics", Place: 3,
-		Defaults: resilience.Config{
-			Timeout: 500 * time.Millisecond,
-		},
+		Defaults:    resilience.Config{Timeout: 500 * time.Millisecond},
 		CacheMaxAge: 30 * time.Minute,
 		About:       "shipment status: its default is status UNKNOWN.",
 		Why: map[string]string{

@@ -39,36 +39,31 @@ type Address struct {
 
 // orderAPI: GET /order/v1/orders/{id} answers an Order.
 var orderAPI = API[Order]{
-	Name:  "order",
-	Path:  func(id string) string { return "/order/v1/orders/" + url.PathEscape(id) },
-	Check: checkOrder,
-}
-
-func checkOrder(o Order, orderID string) error {
-	var c Check
-	c.That(o.ID == orderID, "id", "is not the requested "+orderID)
-	c.That(o.UserID != "", "user_id", "is empty")
-	c.That(IsToken(o.Status), "status", "is not an upper-case token")
-	c.That(!o.CreatedAt.IsZero(), "created_at", "is missing")
-	c.That(len(o.Currency) == 3 && IsToken(o.Currency), "currency", "is not an ISO 4217 code")
-	c.That(o.TotalCents >= 0, "total_cents", "is negative")
-	c.That(o.Items != nil, "items", "is missing")
-	for i, it := range o.Items {
-		c.At(it.SKU != "", "items", i, "sku", "is empty")
-		c.At(it.Quantity >= 1, "items", i, "quantity", "is below 1")
-		c.At(it.UnitPriceCents >= 0, "items", i, "unit_price_cents", "is negative")
-	}
-	c.That(o.ShippingAddress.Country != "", "shipping_address.country", "is empty")
-	return c.Err()
+	Name: "order",
+	Path: func(id string) string { return "/order/v1/orders/" + url.PathEscape(id) },
+	Check: func(o Order, orderID string) error {
+		var c Check
+		c.That(o.ID == orderID, "id", "is not the requested "+orderID)
+		c.That(o.UserID != "", "user_id", "is empty")
+		c.That(IsToken(o.Status), "status", "is not an upper-case token")
+		c.That(!o.CreatedAt.IsZero(), "created_at", "is missing")
+		c.That(len(o.Currency) == 3 && IsToken(o.Currency), "currency", "is not an ISO 4217 code")
+		c.That(o.TotalCents >= 0, "total_cents", "is negative")
+		c.That(o.Items != nil, "items", "is missing")
+		for i, it := range o.Items {
+			c.At(it.SKU != "", "items", i, "sku", "is empty")
+			c.At(it.Quantity >= 1, "items", i, "quantity", "is below 1")
+			c.At(it.UnitPriceCents >= 0, "items", i, "unit_price_cents", "is negative")
+		}
+		c.That(o.ShippingAddress.Country != "", "shipping_address.country", "is empty")
+		return c.Err()
+	},
 }
 
 func init() {
 	Register(Entry{
 		Name: "order", Section: "order", Core: true,
-		Defaults: resilience.Config{
-			Timeout: 1000 * time.Millisecond,
-			Retry:   resilience.RetryConfig{MaxAttempts: 2},
-		},
+		Defaults:    resilience.Config{Timeout: time.Second, Retry: resilience.RetryConfig{MaxAttempts: 2}},
 		CacheMaxAge: 24 * time.Hour,
 		About:       "the core section: without it (live or cached) the answer is a 503.",
 		Why: map[string]string{

@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/orderdetail"
@@ -24,9 +23,8 @@ type Entry struct {
 	Place       int               // sections show by Place, lowest first; from 1
 	Defaults    resilience.Config // the guard's settings under the --config file's (zero: resilience's)
 	CacheMaxAge time.Duration     // how old a last-good answer may be and still be served
-	// About (what the section is and its default) and Why (the reason for
-	// each default the entry sets, by --config key): one line each, printed
-	// in config.example.yaml.
+	// About (the section and its default) and Why (the reason for each
+	// default set, by --config key): one line each, for config.example.yaml.
 	About string
 	Why   map[string]string
 	New   Builder // SectionOf, or CoreOf for the order
@@ -60,19 +58,16 @@ func builder[T any](api API[T], fallback func(Order) T) Builder {
 }
 
 var (
-	registryMu sync.Mutex
-	registry   []Entry                                  // by Place
-	validName  = regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
+	registry  []Entry                                  // by Place
+	validName = regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
 )
 
-// Register adds a downstream to the page; call it from an init function.
-// It panics on an entry that cannot be served: a name or section not
+// Register adds a downstream to the page. Call it from an init function:
+// the registry is not safe for concurrent use. It panics on an entry that cannot be served: a name or section not
 // matching ^[a-z][a-z0-9]*$ or already taken, the name "cache" (the store's
 // guard), a second core, a core not at Place 0 or a section before 1, no
 // builder, or a maximum cache age that is not positive.
 func Register(e Entry) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
 	ok := validName.MatchString(e.Name) && validName.MatchString(e.Section) && e.Name != "cache" &&
 		e.Core == (e.Place == 0) && e.Place >= 0 && e.New != nil && e.CacheMaxAge > 0
 	for _, o := range registry {
@@ -87,11 +82,7 @@ func Register(e Entry) {
 
 // Registered returns the registered downstreams in page order, the core
 // first, in a slice of the caller's.
-func Registered() []Entry {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	return slices.Clone(registry)
-}
+func Registered() []Entry { return slices.Clone(registry) }
 
 // Names returns the registered downstreams' names in page order.
 func Names() []string {
@@ -103,16 +94,15 @@ func Names() []string {
 }
 
 // API is one downstream's HTTP API: where an order's answer lives and how
-// to read it. A client is an API plus a Config.
+// to read it.
 type API[T any] struct {
 	Name string                      // in errors and for Config.WrapTransport; the Builders set the entry's
-	Path func(orderID string) string // below the base URL, the id escaped: "/order/v1/orders/" + url.PathEscape(id)
-	// Decode reads a 200 body for orderID, checking what only the wire
-	// document holds (its order_id); nil: the body is T's own JSON.
+	Path func(orderID string) string // below the base URL, the id escaped with url.PathEscape
+	// Decode reads a 200 body, checking what only the wire document holds
+	// (its order_id); nil: the body is T's own JSON.
 	Decode func(body []byte, orderID string) (T, error)
-	// Check holds an answer, live or cached, to the service's promises.
-	// What it refuses is a failure of the dependency, never a page with
-	// invented values.
+	// Check holds an answer, live or cached, to the service's promises;
+	// what it refuses is a failure of the dependency.
 	Check func(v T, orderID string) error
 }
 
@@ -141,17 +131,9 @@ func (a API[T]) DecodeCached(payload []byte, orderID string) (T, error) {
 }
 
 // Check collects the first rule an answer breaks, as ErrMalformed naming
-// the field:
-//
-//	var c downstream.Check
-//	c.That(o.UserID != "", "user_id", "is empty")
-//	for i, it := range o.Items {
-//		c.At(it.Quantity >= 1, "items", i, "quantity", "is below 1")
-//	}
-//	return c.Err()
-//
-// Rules judge values: a field whose zero value is a valid answer (an empty
-// name, a total of 0) may be absent; any other must be present and valid.
+// the field. Rules judge values: a field whose zero value is a valid
+// answer (an empty name, a total of 0) may be absent; any other must be
+// present and valid.
 type Check struct{ err error }
 
 // Err is the first broken rule, or nil.
@@ -171,8 +153,7 @@ func (c *Check) At(ok bool, list string, i int, field, rule string) {
 	}
 }
 
-// JSON decodes body into v: invalid JSON, trailing data or a wrong type
-// breaks the rule.
+// JSON decodes body into v: invalid JSON or a wrong type breaks the rule.
 func (c *Check) JSON(body []byte, v any) {
 	if err := json.Unmarshal(body, v); err != nil {
 		c.That(false, "body", err.Error())

@@ -1,9 +1,8 @@
 // Package sim serves orderagg's simulated downstream services on one
 // address with fault injection (contract §1, "sim"). Each service, in a
 // file of its own, answers GET on its path with JSON that is a
-// deterministic function of the order id; an "nf-" id is 404. Errors are
-// {"error":{"code","message"}} where this package writes them (net/http
-// answers unknown routes and methods). A client may send X-Budget-Ms, the
+// deterministic function of the order id; an "nf-" id is 404. Its errors
+// are {"error":{"code","message"}}. A client may send X-Budget-Ms, the
 // milliseconds it will still wait: an injected wait that would outlast it
 // ends then with 504 BUDGET_EXHAUSTED, keeping the connection usable.
 package sim
@@ -48,7 +47,6 @@ func Services() []string { return slices.Sorted(maps.Keys(services)) }
 type Server struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
-	wait     func(ctx context.Context, d time.Duration)
 	requests map[string]*atomic.Int64 // fixed keys: read without a lock
 	closing  context.Context
 	close    context.CancelFunc
@@ -64,19 +62,13 @@ type Option func(*Server)
 // WithLogger sets the logger of fault changes; by default nothing is logged.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// WithWait replaces how an injected delay is waited out: wait must return
-// after d, or as soon as ctx is done. The default uses a timer.
-func WithWait(wait func(ctx context.Context, d time.Duration)) Option {
-	return func(s *Server) { s.wait = wait }
-}
-
 // New returns a simulator whose services are all healthy. Beside them it
 // serves the fault API: PUT, GET and DELETE /faults/{service} (a Fault as
 // JSON; the answer is the fault in force), GET and DELETE /faults (every
 // service's, by name) and GET /stats ({"order":{"requests":N},…}). An
 // unknown service or a malformed body is 400 and changes nothing.
 func New(opts ...Option) *Server {
-	s := &Server{mux: http.NewServeMux(), log: slog.New(slog.DiscardHandler), wait: sleep,
+	s := &Server{mux: http.NewServeMux(), log: slog.New(slog.DiscardHandler),
 		requests: map[string]*atomic.Int64{}, faults: map[string]Fault{}, rng: rand.New(rand.NewPCG(1, 2))}
 	for _, o := range opts {
 		o(s)
@@ -101,10 +93,9 @@ func New(opts ...Option) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Close ends every injected wait at once with 503 SHUTTING_DOWN, and every
-// later one; requests that do not wait are still served. It is idempotent
-// and suits http.Server.RegisterOnShutdown (Shutdown alone would wait for
-// a hang forever).
+// Close ends every injected wait, and every later one, at once with 503
+// SHUTTING_DOWN; requests that do not wait are still served. It is
+// idempotent and suits http.Server.RegisterOnShutdown.
 func (s *Server) Close() { s.close() }
 
 // SetFault sets service's fault, a zero ErrorStatus meaning
@@ -179,9 +170,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, svc service) {
 	}
 }
 
-// delay waits out f: a hang until the client goes away, else the latency
-// plus jitter (0..1) of the jitter, either cut short by the client's
-// budget (504) or by Close (503). It reports whether to go on and answer.
+// delay waits out f — a hang until the client goes away, else the latency
+// plus jitter (0..1) of the jitter — cut short by the client's budget
+// (504) or by Close (503). It reports whether to go on and answer.
 func (s *Server) delay(w http.ResponseWriter, r *http.Request, f Fault, jitter float64) bool {
 	if !f.Hang && f.LatencyMS == 0 && f.JitterMS == 0 {
 		return true
@@ -192,35 +183,28 @@ func (s *Server) delay(w http.ResponseWriter, r *http.Request, f Fault, jitter f
 	}
 	// X-Budget-Ms: a missing, malformed or negative value is no budget, one
 	// over a day is a day.
-	budget, late := time.Duration(math.MaxInt64), false
+	late := false
 	if ms, err := strconv.ParseInt(strings.TrimSpace(r.Header.Get(HeaderBudget)), 10, 64); err == nil && ms >= 0 {
-		budget = time.Duration(min(ms, 24*3600*1000)) * time.Millisecond
-		late = budget <= d
+		budget := time.Duration(min(ms, 24*3600*1000)) * time.Millisecond
+		d, late = min(d, budget), budget <= d
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	stop := context.AfterFunc(s.closing, cancel)
-	s.wait(ctx, min(d, budget))
-	stop()
-	cancel()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	case <-s.closing.Done():
+	}
 	switch {
 	case s.closing.Err() != nil:
 		writeError(w, http.StatusServiceUnavailable, "SHUTTING_DOWN", "the simulator is shutting down")
 	case r.Context().Err() != nil: // nobody to answer
 	case late:
-		writeError(w, http.StatusGatewayTimeout, "BUDGET_EXHAUSTED", fmt.Sprintf("the client's budget of %v ran out", budget))
+		writeError(w, http.StatusGatewayTimeout, "BUDGET_EXHAUSTED", fmt.Sprintf("the client's budget of %v ran out", d))
 	default:
 		return true
 	}
 	return false
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // serveFault answers GET, PUT and DELETE /faults/{service} with the fault

@@ -12,38 +12,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fakeWait records the waits asked for and returns at once, except a
-// hang's, which it announces on held and holds until ctx ends.
-type fakeWait struct {
-	mu    sync.Mutex
-	waits []time.Duration
-	held  chan struct{}
-}
-
-func newFakeWait() *fakeWait { return &fakeWait{held: make(chan struct{}, 16)} }
-
-func (f *fakeWait) wait(ctx context.Context, d time.Duration) {
-	f.mu.Lock()
-	f.waits = append(f.waits, d)
-	f.mu.Unlock()
-	if d == math.MaxInt64 {
-		f.held <- struct{}{}
-		<-ctx.Done()
-	}
-}
-
-func (f *fakeWait) recorded() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.waits)
-}
 
 func do(t *testing.T, h http.Handler, method, path, body string, header ...string) *httptest.ResponseRecorder {
 	t.Helper()
@@ -375,27 +350,35 @@ func TestSetFault(t *testing.T) {
 	}
 }
 
+// timed serves one request in the test's synctest bubble and returns the
+// answer and how long, on the bubble's clock, it took.
+func timed(t *testing.T, s *Server, path string, header ...string) (*httptest.ResponseRecorder, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	w := do(t, s, http.MethodGet, path, "", header...)
+	return w, time.Since(start)
+}
+
 func TestLatencyAndJitter(t *testing.T) {
-	fw := newFakeWait()
-	s := New(WithWait(fw.wait))
-	mustSet(t, s, ServiceOrder, Fault{LatencyMS: 120, JitterMS: 30})
-	for range 50 {
-		if w := do(t, s, http.MethodGet, servicePath(ServiceOrder, "o-1"), ""); w.Code != http.StatusOK {
-			t.Fatalf("status %d", w.Code)
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		mustSet(t, s, ServiceOrder, Fault{LatencyMS: 120, JitterMS: 30})
+		var waits []time.Duration
+		for range 50 {
+			w, d := timed(t, s, servicePath(ServiceOrder, "o-1"))
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d", w.Code)
+			}
+			waits = append(waits, d)
 		}
-	}
-	waits := fw.recorded()
-	if len(waits) != 50 {
-		t.Fatalf("%d waits, want 50", len(waits))
-	}
-	lo, hi := slices.Min(waits), slices.Max(waits)
-	if lo < 120*time.Millisecond || hi > 150*time.Millisecond || hi-lo < 10*time.Millisecond {
-		t.Errorf("waits span [%v, %v], want within [120ms, 150ms] and spread by the jitter", lo, hi)
-	}
-	do(t, s, http.MethodGet, servicePath(ServiceCoupon, "o-1"), "")
-	if len(fw.recorded()) != 50 {
-		t.Error("a healthy service waited")
-	}
+		lo, hi := slices.Min(waits), slices.Max(waits)
+		if lo < 120*time.Millisecond || hi > 150*time.Millisecond || hi-lo < 10*time.Millisecond {
+			t.Errorf("waits span [%v, %v], want within [120ms, 150ms] and spread by the jitter", lo, hi)
+		}
+		if _, d := timed(t, s, servicePath(ServiceCoupon, "o-1")); d != 0 {
+			t.Errorf("a healthy service waited %v", d)
+		}
+	})
 }
 
 func TestBudgetHeader(t *testing.T) {
@@ -416,16 +399,17 @@ func TestBudgetHeader(t *testing.T) {
 		{"huge budget capped", Fault{Hang: true}, "99999999999999999", 24 * time.Hour, http.StatusGatewayTimeout},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fw := newFakeWait()
-			s := New(WithWait(fw.wait))
-			mustSet(t, s, ServiceLogistics, tt.fault)
-			w := do(t, s, http.MethodGet, servicePath(ServiceLogistics, "o-9"), "", HeaderBudget, tt.budget)
-			if w.Code != tt.status || (tt.status == http.StatusGatewayTimeout && errorCode(t, w) != "BUDGET_EXHAUSTED") {
-				t.Fatalf("status = %d, want %d (%s)", w.Code, tt.status, w.Body)
-			}
-			if got := fw.recorded(); !slices.Equal(got, []time.Duration{tt.wantWait}) {
-				t.Errorf("waits = %v, want [%v]", got, tt.wantWait)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				s := New()
+				mustSet(t, s, ServiceLogistics, tt.fault)
+				w, d := timed(t, s, servicePath(ServiceLogistics, "o-9"), HeaderBudget, tt.budget)
+				if w.Code != tt.status || (tt.status == http.StatusGatewayTimeout && errorCode(t, w) != "BUDGET_EXHAUSTED") {
+					t.Fatalf("status = %d, want %d (%s)", w.Code, tt.status, w.Body)
+				}
+				if d != tt.wantWait {
+					t.Errorf("waited %v, want %v", d, tt.wantWait)
+				}
+			})
 		})
 	}
 }
@@ -490,90 +474,82 @@ func TestCorruptBodiesAreNotJSON(t *testing.T) {
 // A hang holds the request until its client goes away, and then answers
 // nothing.
 func TestHangEndsWhenClientGoes(t *testing.T) {
-	fw := newFakeWait()
-	s := New(WithWait(fw.wait))
-	mustSet(t, s, ServiceCoupon, Fault{Hang: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *httptest.ResponseRecorder)
-	go func() { done <- doCtx(t, ctx, s, http.MethodGet, servicePath(ServiceCoupon, "o-1"), "") }()
-	<-fw.held
-	select {
-	case w := <-done:
-		t.Fatalf("hang ended before the client went away: %d %s", w.Code, w.Body)
-	default:
-	}
-	cancel()
-	if w := <-done; w.Body.Len() != 0 {
-		t.Errorf("answered %d %s to a client that went away", w.Code, w.Body)
-	}
-	if n := s.Stats()[ServiceCoupon].Requests; n != 1 {
-		t.Errorf("requests = %d, want 1", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		mustSet(t, s, ServiceCoupon, Fault{Hang: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- doCtx(t, ctx, s, http.MethodGet, servicePath(ServiceCoupon, "o-1"), "") }()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case w := <-done:
+			t.Fatalf("hang ended before the client went away: %d %s", w.Code, w.Body)
+		default:
+		}
+		cancel()
+		if w := <-done; w.Body.Len() != 0 {
+			t.Errorf("answered %d %s to a client that went away", w.Code, w.Body)
+		}
+		if n := s.Stats()[ServiceCoupon].Requests; n != 1 {
+			t.Errorf("requests = %d, want 1", n)
+		}
+	})
 }
 
-// A hang over a real connection ends when the client leaves, with the
-// default wait.
+// A hang over a real connection ends when the client leaves: closing the
+// server, which waits for its handlers, returns.
 func TestHangOverNetwork(t *testing.T) {
-	held, ended := make(chan struct{}), make(chan struct{})
-	s := New(WithWait(func(ctx context.Context, d time.Duration) {
-		close(held)
-		sleep(ctx, d)
-		close(ended)
-	}))
+	s := New()
 	mustSet(t, s, ServiceOrder, Fault{Hang: true})
 	ts := httptest.NewServer(s)
 	defer ts.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	go func() {
-		select {
-		case <-held:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.URL+servicePath(ServiceOrder, "o-1"), nil)
 	resp, err := ts.Client().Do(req)
 	if err == nil {
 		resp.Body.Close()
 		t.Fatalf("got %d, want the client's leaving to end the request", resp.StatusCode)
 	}
-	if !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v", err)
 	}
-	<-ended // the handler noticed the client leaving
 }
 
 func TestCloseReleasesHeldRequests(t *testing.T) {
-	fw := newFakeWait()
-	s := New(WithWait(fw.wait))
-	mustSet(t, s, ServiceLogistics, Fault{Hang: true})
-	var wg sync.WaitGroup
-	codes := make([]int, 2)
-	for i := range codes {
-		wg.Go(func() { codes[i] = do(t, s, http.MethodGet, servicePath(ServiceLogistics, "o-1"), "").Code })
-	}
-	<-fw.held
-	<-fw.held
-	s.Close()
-	wg.Wait()
-	if codes[0] != http.StatusServiceUnavailable || codes[1] != http.StatusServiceUnavailable {
-		t.Errorf("held requests got %v, want 503s", codes)
-	}
-	// After Close, waits end at once with 503; other requests are served.
-	mustSet(t, s, ServiceLogistics, Fault{LatencyMS: 10})
-	if c := do(t, s, http.MethodGet, servicePath(ServiceLogistics, "o-1"), "").Code; c != http.StatusServiceUnavailable {
-		t.Errorf("waiting request after Close: %d", c)
-	}
-	if c := do(t, s, http.MethodGet, servicePath(ServiceOrder, "o-1"), "").Code; c != http.StatusOK {
-		t.Errorf("plain request after Close: %d", c)
-	}
-	s.Close() // idempotent
+	synctest.Test(t, func(t *testing.T) {
+		s := New()
+		mustSet(t, s, ServiceLogistics, Fault{Hang: true})
+		var wg sync.WaitGroup
+		codes := make([]int, 2)
+		for i := range codes {
+			wg.Go(func() { codes[i] = do(t, s, http.MethodGet, servicePath(ServiceLogistics, "o-1"), "").Code })
+		}
+		synctest.Wait()
+		s.Close()
+		wg.Wait()
+		if codes[0] != http.StatusServiceUnavailable || codes[1] != http.StatusServiceUnavailable {
+			t.Errorf("held requests got %v, want 503s", codes)
+		}
+		// After Close, waits end at once with 503; other requests are served.
+		mustSet(t, s, ServiceLogistics, Fault{LatencyMS: 10})
+		if w, d := timed(t, s, servicePath(ServiceLogistics, "o-1")); w.Code != http.StatusServiceUnavailable || d != 0 {
+			t.Errorf("waiting request after Close: %d after %v", w.Code, d)
+		}
+		if c := do(t, s, http.MethodGet, servicePath(ServiceOrder, "o-1"), "").Code; c != http.StatusOK {
+			t.Errorf("plain request after Close: %d", c)
+		}
+		s.Close() // idempotent
+	})
 }
 
 func TestStatsCountEveryRequest(t *testing.T) {
-	fw := newFakeWait()
-	s := New(WithWait(fw.wait))
+	synctest.Test(t, testStatsCountEveryRequest)
+}
+
+func testStatsCountEveryRequest(t *testing.T) {
+	s := New()
 	mustSet(t, s, ServiceInventory, Fault{ErrorRate: 1})
 	mustSet(t, s, ServiceCoupon, Fault{Corrupt: true})
 	mustSet(t, s, ServiceLogistics, Fault{Hang: true})
