@@ -47,8 +47,8 @@ const DefaultMaxInflight, MaxMaxInflight, MinAdminToken = 1024, 1 << 20, 16
 // what each field means.
 type Serve struct {
 	Addr string
-	// URLs are the downstreams' base URLs by registered name, the empty ones
-	// filled from DownstreamsURL. All empty: the simulators run in-process.
+	// URLs are the downstreams' base URLs by registered name, empty ones
+	// filled from DownstreamsURL; all empty: the simulators run in-process.
 	URLs                     map[string]string
 	DownstreamsURL, RedisURL string
 	Deadline, Reserve        time.Duration // the page's calls end at Deadline − Reserve
@@ -66,9 +66,8 @@ type Serve struct {
 	Dependencies Dependencies
 }
 
-// DefaultServe returns serve's built-in configuration. The API listens on
-// loopback so a demo is not exposed (the image sets :8080); the reserve
-// holds two last-good reads.
+// DefaultServe returns serve's built-in configuration: loopback, so a demo
+// is not exposed (the image sets :8080); a reserve for two last-good reads.
 func DefaultServe() Serve {
 	return Serve{
 		Addr:              "127.0.0.1:8080",

@@ -84,9 +84,8 @@ func DefaultDependenciesFor(maxInflight int) Dependencies {
 	return d
 }
 
-// CacheDefaults are the last-good reads' own settings, within --reserve
-// after a downstream failed: two 50ms reads fit the 100ms reserve, and a
-// retry would eat it.
+// CacheDefaults are the last-good reads' own settings: two 50ms reads fit
+// the 100ms --reserve, and a retry would eat it.
 var CacheDefaults = resilience.Config{
 	Timeout: 50 * time.Millisecond,
 	Retry:   resilience.RetryConfig{MaxAttempts: 1},
@@ -100,12 +99,10 @@ type Bounds struct{ Deadline, Reserve time.Duration }
 func (b Bounds) CallsEnd() time.Duration { return b.Deadline - b.Reserve }
 
 // Validate returns the first invalid setting, in Names order, as one line
-// "key: what is wrong" ("dependencies.coupon.breaker.window: …"). Beside
-// each guard's own rules (resilience.Config.Validate) it refuses what would
-// blind a breaker: a timeout or timeout_max at or past b.CallsEnd(), where
-// the call would end as the page's DEADLINE, which no breaker counts; and a
-// reserve or fallback_timeout not longer than cache.timeout, which would
-// cut a last-good read before its own guard times it out.
+// "key: what is wrong". Beside resilience.Config.Validate's rules it refuses
+// what would blind a breaker: a timeout or timeout_max at or past
+// b.CallsEnd() (the call would end as the page's DEADLINE), and a reserve
+// or fallback_timeout not longer than cache.timeout.
 func (d Dependencies) Validate(b Bounds) error {
 	reserve, cache := "--reserve ("+EnvName(EnvPrefix, "reserve")+")", d[NameCache]
 	blind := fmt.Sprintf("must be shorter than --deadline %v minus --reserve %v = %v, or a hang is cut as the page's DEADLINE, which the breaker never sees",
@@ -144,8 +141,7 @@ func (d Dependencies) Validate(b Bounds) error {
 // Patch returns a copy of d with the named dependency's settings patched by
 // body, a JSON (or YAML) object with any keys of its --config section, the
 // whole validated against b; d is never modified. An unknown name matches
-// ErrUnknownDependency; every other error is LoadDependencies' naming the
-// key and its line in body.
+// ErrUnknownDependency; every other error names the key and its line in body.
 func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, error) {
 	if _, ok := d[name]; !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownDependency, name, strings.Join(d.Names(), ", "))
@@ -273,8 +269,7 @@ func parse(data []byte) (*yaml.Node, error) {
 }
 
 // knownKeys refuses, naming it and its line, a key of the mapping n that the
-// tree known (as Settings) does not hold; values of another shape are the
-// decoder's to refuse.
+// tree known (as Settings) does not hold; the decoder refuses wrong shapes.
 func knownKeys(n *yaml.Node, prefix string, known map[string]any) error {
 	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
