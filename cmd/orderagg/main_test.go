@@ -37,7 +37,6 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"serve", "--trusted-proxies", "10.0.0.0/8,proxy.local"}, nil, 2, "--trusted-proxies"},
 		{[]string{"serve", "--allowed-hosts", "http://evil.example"}, nil, 2, "--allowed-hosts"},
 		{[]string{"sim", "--allowed-hosts", "a.example,*/x"}, nil, 2, "--allowed-hosts"},
-		{[]string{"serve", "--forward-baggage", "tenant id"}, nil, 2, "--forward-baggage"},
 		{[]string{"serve", "--reserve", "40ms"}, nil, 2, "--reserve (ORDERAGG_RESERVE): 40ms must be longer than dependencies.cache.timeout 50ms"},
 		{[]string{"serve", "--deadline", "1s"}, nil, 2, "dependencies.order.timeout: 1s must be shorter than --deadline 1s minus --reserve 100ms = 900ms"},
 		{[]string{"serve", "--config", blindTimeout}, nil, 2, "dependencies.coupon.timeout (line 3): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s"},

@@ -35,7 +35,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 
 	// Telemetry is opened first, so it is flushed last.
 	tel, err := telemetry.Setup(ctx, telemetry.Config{ServiceVersion: env.Version, Logger: logger, SpanExporter: env.SpanExporter,
-		TrustedProxies: cfg.TrustedProxies, ForwardBaggage: cfg.ForwardBaggage})
+		TrustedProxies: cfg.TrustedProxies})
 	if err != nil {
 		return fmt.Errorf("%w: %w", config.ErrUsage, err)
 	}

@@ -56,11 +56,11 @@ type Serve struct {
 	ConfigFile               string
 	// AdminAddr (empty: off) needs AdminToken, given directly or read from
 	// AdminTokenFile.
-	AdminAddr, AdminToken, AdminTokenFile        string
-	AllowedHosts, TrustedProxies, ForwardBaggage []string
-	MaxEventStreams                              int
-	ReadHeaderTimeout, ShutdownTimeout           time.Duration
-	LogLevel                                     slog.Level
+	AdminAddr, AdminToken, AdminTokenFile string
+	AllowedHosts, TrustedProxies          []string
+	MaxEventStreams                       int
+	ReadHeaderTimeout, ShutdownTimeout    time.Duration
+	LogLevel                              slog.Level
 	// Dependencies are the per-dependency settings in force at start-up:
 	// DefaultDependenciesFor(MaxInflight) with the --config file laid over.
 	Dependencies Dependencies
@@ -110,7 +110,6 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs.StringVar(&s.AdminTokenFile, "admin-token-file", s.AdminTokenFile, "`file` holding the admin token (keeps it out of the process list)")
 	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts))
 	fs.Func("trusted-proxies", "`addresses` or CIDR prefixes whose X-Forwarded-For is believed, comma-separated; empty: none", listOf(&s.TrustedProxies))
-	fs.Func("forward-baggage", "baggage `keys` forwarded to the downstreams, comma-separated; empty: none", listOf(&s.ForwardBaggage))
 	fs.IntVar(&s.MaxEventStreams, "max-event-streams", s.MaxEventStreams, "dashboard event streams served at once; beyond it 503")
 	fs.DurationVar(&s.ReadHeaderTimeout, "read-header-timeout", s.ReadHeaderTimeout, "a client slower than this to send its headers is disconnected")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "bound on the graceful drain after SIGINT/SIGTERM")
@@ -268,7 +267,6 @@ func (s *Serve) check() error {
 		named("shutdown-timeout", positive(s.ShutdownTimeout)),
 		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
 		named("trusted-proxies", checkEach(s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix)),
-		named("forward-baggage", checkEach(s.ForwardBaggage, "baggage keys", isToken)),
 		s.readAdminToken())...)
 }
 
@@ -415,9 +413,6 @@ func isIPOrPrefix(p string) bool {
 	_, errAddr := netip.ParseAddr(p)
 	return errPrefix == nil || errAddr == nil
 }
-
-// isToken accepts an HTTP token: a W3C baggage key.
-func isToken(k string) bool { return !strings.ContainsAny(k, " \t\"(),/:;<=>?@[\\]{}") }
 
 // userinfo runs to a word's last '@', so a password holding '/', '#' or '@' is hidden whole.
 var userinfo, secretQuery = regexp.MustCompile(`(://)\S*@`), regexp.MustCompile(`(?i)([?&;](?:sentinel_)?password=)[^&#\s]*`)

@@ -92,7 +92,6 @@ var serveCases = []struct {
 	{"downstreams-url", "http://sim:9100", func(s config.Serve) any { return s.URLs["logistics"] }, "http://sim:9100"},
 	{"allowed-hosts", "shop.example, shop.internal:8080 ", func(s config.Serve) any { return fmt.Sprint(s.AllowedHosts) }, "[shop.example shop.internal:8080]"},
 	{"trusted-proxies", "10.0.0.0/8,192.0.2.7", func(s config.Serve) any { return fmt.Sprint(s.TrustedProxies) }, "[10.0.0.0/8 192.0.2.7]"},
-	{"forward-baggage", "tenant,region", func(s config.Serve) any { return fmt.Sprint(s.ForwardBaggage) }, "[tenant region]"},
 }
 
 func TestServeFlagAndEnvTwin(t *testing.T) {
@@ -289,8 +288,6 @@ func TestServeBadValues(t *testing.T) {
 			[]string{"--allowed-hosts (ORDERAGG_ALLOWED_HOSTS): want host names or *", `"http://x/"`}},
 		{"bad trusted proxy", nil, map[string]string{"ORDERAGG_TRUSTED_PROXIES": "10.0.0.0/33"},
 			[]string{"--trusted-proxies (ORDERAGG_TRUSTED_PROXIES): want IP addresses or CIDR prefixes"}},
-		{"bad baggage key", []string{"--forward-baggage", "a=b"}, nil,
-			[]string{"--forward-baggage (ORDERAGG_FORWARD_BAGGAGE): want baggage keys"}},
 		{"unknown flag", []string{"--adress", ":1"}, nil,
 			[]string{"flag provided but not defined: -adress"}},
 		{"flag without value", []string{"--deadline"}, nil,
@@ -367,7 +364,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		fs    *flag.FlagSet
 		count int
 	}{
-		"serve": {config.ServeFlags(&serve), 17 + len(downstream.Names())}, // one --NAME-url per downstream
+		"serve": {config.ServeFlags(&serve), 16 + len(downstream.Names())}, // one --NAME-url per downstream
 		"sim":   {config.SimFlags(&sim), 3},
 	} {
 		var b bytes.Buffer

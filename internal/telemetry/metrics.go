@@ -228,8 +228,7 @@ type Listener struct {
 	in        *instruments
 	log       *slog.Logger
 	sets      sync.Map // eventSet → metric.MeasurementOption, built once per pair
-	mu        sync.Mutex
-	fallbacks map[string]*logLimit // by dependency
+	fallbacks sync.Map // dependency → *logLimit
 }
 
 var (
@@ -279,14 +278,11 @@ func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
 }
 
 func (l *Listener) logFallback(ctx context.Context, e resilience.Event) {
-	l.mu.Lock()
-	limit := l.fallbacks[e.Dependency]
-	if limit == nil {
-		limit = newLogLimit()
-		l.fallbacks[e.Dependency] = limit
+	limit, found := l.fallbacks.Load(e.Dependency)
+	if !found {
+		limit, _ = l.fallbacks.LoadOrStore(e.Dependency, newLogLimit())
 	}
-	l.mu.Unlock()
-	ok, suppressed := limit.allow()
+	ok, suppressed := limit.(*logLimit).allow()
 	if !ok {
 		return
 	}

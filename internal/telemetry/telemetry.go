@@ -27,7 +27,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/baggage"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -43,14 +42,13 @@ import (
 const attrSpanDependency = attribute.Key("orderagg.dependency")
 
 // Config sets up telemetry. The zero value is valid: traces follow the
-// process environment, logs go to slog.Default, X-Forwarded-For is ignored
-// and no baggage is forwarded.
+// process environment, logs go to slog.Default and X-Forwarded-For is
+// ignored.
 type Config struct {
 	ServiceVersion string                // service.version; empty leaves it out
 	Logger         *slog.Logger          // the Listener's lines and OpenTelemetry's errors
 	SpanExporter   sdktrace.SpanExporter // when set, gets every span as it ends, in place of OTEL_TRACES_EXPORTER's
 	TrustedProxies []string              // addresses or CIDR prefixes whose X-Forwarded-For names the client
-	ForwardBaggage []string              // the keys of a caller's baggage passed on to the downstreams
 }
 
 // Telemetry owns the tracer and meter providers and the instruments. Build
@@ -64,17 +62,16 @@ type Telemetry struct {
 	in       *instruments
 	listener *Listener
 	clientIP echo.IPExtractor
-	baggage  []string
 
 	once sync.Once
 	err  error
 }
 
 // Setup builds telemetry from cfg and the OTEL_* environment, and installs
-// its tracer provider and the W3C tracecontext and baggage propagator as
-// OpenTelemetry's globals. autoexport picks the span exporter
-// (OTEL_TRACES_EXPORTER otlp, console or none; unset, otlp when an OTLP
-// endpoint is set, else none). service.name is "orderagg" unless
+// its tracer provider and the W3C tracecontext propagator (a caller's
+// baggage is not passed on) as OpenTelemetry's globals. autoexport picks
+// the span exporter (OTEL_TRACES_EXPORTER otlp, console or none; unset,
+// otlp when an OTLP endpoint is set, else none). service.name is "orderagg" unless
 // OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME says otherwise. An unknown
 // exporter or protocol, a malformed OTEL_RESOURCE_ATTRIBUTES or a bad
 // trusted proxy is an error naming it.
@@ -110,8 +107,8 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, errors.Join(err, mp.Shutdown(ctx))
 	}
-	t := &Telemetry{tp: noop.NewTracerProvider(), mp: mp, meter: meter, in: in, clientIP: ip, baggage: cfg.ForwardBaggage,
-		listener: &Listener{in: in, log: cfg.Logger, fallbacks: map[string]*logLimit{}},
+	t := &Telemetry{tp: noop.NewTracerProvider(), mp: mp, meter: meter, in: in, clientIP: ip,
+		listener: &Listener{in: in, log: cfg.Logger},
 		// ContinueOnError: a failing collector costs its own series, not the scrape.
 		metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}),
 	}
@@ -119,7 +116,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		t.tp, t.tracing = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp)), true
 	}
 	otel.SetTracerProvider(t.tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	otel.SetTextMapPropagator(propagation.TraceContext{})
 	errLog := newLogLimit()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		if ok, suppressed := errLog.allow(); ok {
@@ -197,12 +194,11 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // the caller's W3C trace, named by method and route template
 // ("GET /v1/orders/{id}"; an unrouted request's by the method alone);
 // probes, /metrics and /dashboard are not traced. client.address is the
-// peer's unless the peer is a trusted proxy; of the caller's baggage only
-// Config.ForwardBaggage's keys stay in the request's context. A handler's
-// error goes to echo's HTTPErrorHandler here, so that the span records the
-// status sent, and the middleware returns nil. With traces off it only
-// puts the caller's trace context and allowed baggage in the request's
-// context, for WrapTransport to pass on. Register it with e.Use.
+// peer's unless the peer is a trusted proxy. A handler's error goes to
+// echo's HTTPErrorHandler here, so that the span records the status sent,
+// and the middleware returns nil. With traces off it only puts the caller's
+// trace context in the request's context, for WrapTransport to pass on.
+// Register it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 	if !t.tracing {
 		return t.propagateOnly
@@ -216,7 +212,7 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 			defer func() { res.Writer = w }()
 			wrap(http.HandlerFunc(func(sw http.ResponseWriter, r *http.Request) {
 				res.Writer = sw // the status reaches otelhttp's span
-				c.SetRequest(r.WithContext(keepBaggage(r.Context(), t.baggage)))
+				c.SetRequest(r)
 				span := trace.SpanFromContext(r.Context())
 				if route := routeTemplate(c.Path()); route != "" {
 					span.SetName(r.Method + " " + route)
@@ -239,12 +235,9 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 // propagateOnly is Middleware with traces off.
 func (t *Telemetry) propagateOnly(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		ctx := r.Context()
-		if traced(r) {
-			ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(r.Header))
+		if r := c.Request(); traced(r) {
+			c.SetRequest(r.WithContext(otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
 		}
-		c.SetRequest(r.WithContext(keepBaggage(ctx, t.baggage)))
 		if err := next(c); err != nil {
 			c.Error(err)
 		}
@@ -264,27 +257,11 @@ func traced(r *http.Request) bool {
 	return p != "/healthz" && p != "/readyz" && p != "/metrics" && p != "/dashboard" && !strings.HasPrefix(p, "/dashboard/")
 }
 
-// keepBaggage keeps, of ctx's baggage, the members whose keys are listed.
-func keepBaggage(ctx context.Context, keys []string) context.Context {
-	all := baggage.FromContext(ctx)
-	if all.Len() == 0 {
-		return ctx
-	}
-	var kept []baggage.Member
-	for _, k := range keys {
-		if m := all.Member(k); m.Key() != "" {
-			kept = append(kept, m)
-		}
-	}
-	b, _ := baggage.New(kept...)
-	return baggage.ContextWithBaggage(ctx, b)
-}
-
 // WrapTransport fits downstream.Config.WrapTransport. With traces on it is
 // otelhttp's transport: every attempt to dep is a client span ("<dep>
-// GET", orderagg.dependency set) whose context goes to the downstream with
-// the request's allowed baggage. With traces off it only passes on the
-// context the request carries. Neither records metrics of its own.
+// GET", orderagg.dependency set) whose context goes to the downstream. With
+// traces off it only passes on the trace context the request carries.
+// Neither records metrics of its own.
 func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.RoundTripper {
 	if !t.tracing {
 		return propagating{next}
@@ -294,13 +271,13 @@ func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.Round
 		otelhttp.WithSpanOptions(trace.WithAttributes(attrSpanDependency.String(dep))))
 }
 
-// propagating injects the request context's trace context and baggage
-// into a copy of the headers (a RoundTripper leaves its request as it got it).
+// propagating injects the request context's trace context into a copy of
+// the headers (a RoundTripper leaves its request as it got it).
 type propagating struct{ next http.RoundTripper }
 
 func (p propagating) RoundTrip(r *http.Request) (*http.Response, error) {
 	ctx := r.Context()
-	if !trace.SpanContextFromContext(ctx).IsValid() && baggage.FromContext(ctx).Len() == 0 {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return p.next.RoundTrip(r)
 	}
 	r2 := *r
