@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// ServiceCoupon is the coupon service; GET /coupon/v1/orders/{id}/coupons
-// answers a CouponList.
+// ServiceCoupon is the coupon service; it answers a CouponList.
 const ServiceCoupon = "coupon"
 
 func init() {

@@ -1,11 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 )
 
 // Errors of SetFault and of the fault API.
@@ -28,30 +28,26 @@ type Fault struct {
 	Corrupt     bool    `json:"corrupt"`      // answer 200 with a body that is not JSON
 }
 
-// healthy is the fault after a reset, its ErrorStatus spelled out so that
-// GET /faults shows the status an error_rate would use.
+// healthy is the fault after a reset, with the ErrorStatus an error_rate
+// would use.
 var healthy = Fault{ErrorStatus: DefaultErrorStatus}
 
 // normalize applies the ErrorStatus default and checks the ranges; the
-// error wraps ErrInvalidFault and names every field out of range.
+// error wraps ErrInvalidFault.
 func (f Fault) normalize() (Fault, error) {
-	if f.ErrorStatus == 0 {
-		f.ErrorStatus = DefaultErrorStatus
+	f.ErrorStatus = cmp.Or(f.ErrorStatus, DefaultErrorStatus)
+	var bad string
+	switch {
+	case f.LatencyMS < 0 || f.LatencyMS > MaxDelayMS || f.JitterMS < 0 || f.JitterMS > MaxDelayMS:
+		bad = fmt.Sprintf("latency_ms and jitter_ms must be 0..%d, got %d and %d", MaxDelayMS, f.LatencyMS, f.JitterMS)
+	case !(f.ErrorRate >= 0 && f.ErrorRate <= 1): // NaN too
+		bad = fmt.Sprintf("error_rate must be 0..1, got %v", f.ErrorRate)
+	case f.ErrorStatus < 400 || f.ErrorStatus > 599:
+		bad = fmt.Sprintf("error_status must be 400..599, got %d", f.ErrorStatus)
+	default:
+		return f, nil
 	}
-	var bad []string
-	if f.LatencyMS < 0 || f.LatencyMS > MaxDelayMS || f.JitterMS < 0 || f.JitterMS > MaxDelayMS {
-		bad = append(bad, fmt.Sprintf("latency_ms and jitter_ms must be 0..%d, got %d and %d", MaxDelayMS, f.LatencyMS, f.JitterMS))
-	}
-	if !(f.ErrorRate >= 0 && f.ErrorRate <= 1) { // NaN too
-		bad = append(bad, fmt.Sprintf("error_rate must be 0..1, got %v", f.ErrorRate))
-	}
-	if f.ErrorStatus < 400 || f.ErrorStatus > 599 {
-		bad = append(bad, fmt.Sprintf("error_status must be 400..599, got %d", f.ErrorStatus))
-	}
-	if bad != nil {
-		return Fault{}, fmt.Errorf("%w: %s", ErrInvalidFault, strings.Join(bad, "; "))
-	}
-	return f, nil
+	return Fault{}, fmt.Errorf("%w: %s", ErrInvalidFault, bad)
 }
 
 // maxFaultBody bounds a PUT /faults body; a real one is under 200 bytes.

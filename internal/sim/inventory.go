@@ -1,15 +1,13 @@
 package sim
 
-// ServiceInventory is the inventory service; GET
-// /inventory/v1/orders/{id}/stock answers a Stock.
+// ServiceInventory is the inventory service; it answers a Stock.
 const ServiceInventory = "inventory"
 
 func init() {
 	register(service{ServiceInventory, "/inventory/v1/orders/{id}/stock", func(id string) any { return StockFor(id) }})
 }
 
-// Stock is the inventory service's answer: one level per SKU of the order,
-// in item order.
+// Stock is one level per SKU of the order, in item order.
 type Stock struct {
 	OrderID string       `json:"order_id"`
 	Items   []StockLevel `json:"items"`

@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// ServiceLogistics is the logistics service; GET
-// /logistics/v1/orders/{id}/shipment answers a Shipment.
+// ServiceLogistics is the logistics service; it answers a Shipment.
 const ServiceLogistics = "logistics"
 
 func init() {
@@ -16,7 +15,7 @@ func init() {
 // Shipment is the logistics service's answer.
 type Shipment struct {
 	OrderID        string          `json:"order_id"`
-	Status         string          `json:"status"` // one of the Shipment… statuses
+	Status         string          `json:"status"` // PREPARING, IN_TRANSIT, OUT_FOR_DELIVERY or DELIVERED
 	Carrier        string          `json:"carrier"`
 	TrackingNumber string          `json:"tracking_number,omitempty"` // none while PREPARING
 	ETA            *time.Time      `json:"eta,omitempty"`             // always set; once delivered, when
@@ -29,14 +28,6 @@ type ShipmentEvent struct {
 	Location    string    `json:"location"`
 	Description string    `json:"description"`
 }
-
-// Shipment statuses.
-const (
-	ShipmentPreparing      = "PREPARING"
-	ShipmentInTransit      = "IN_TRANSIT"
-	ShipmentOutForDelivery = "OUT_FOR_DELIVERY"
-	ShipmentDelivered      = "DELIVERED"
-)
 
 // ShipmentFor returns the logistics service's answer for id. Its status
 // follows the order's: PLACED and PAID are PREPARING, SHIPPED is IN_TRANSIT
@@ -52,22 +43,22 @@ func ShipmentFor(id string) Shipment {
 	city, eta := o.ShippingAddress.City, 24*time.Hour
 	switch o.Status {
 	case "PLACED", "PAID":
-		s.Status, eta = ShipmentPreparing, 96*time.Hour
+		s.Status, eta = "PREPARING", 96*time.Hour
 	case "SHIPPED":
-		s.Status = pick(g, []string{ShipmentInTransit, ShipmentInTransit, ShipmentOutForDelivery})
+		s.Status = pick(g, []string{"IN_TRANSIT", "IN_TRANSIT", "OUT_FOR_DELIVERY"})
 	default:
-		s.Status = ShipmentDelivered
+		s.Status = "DELIVERED"
 	}
-	if s.Status != ShipmentPreparing {
+	if s.Status != "PREPARING" {
 		s.TrackingNumber = fmt.Sprintf("%s%012d", s.Carrier, g.Int64N(1e12))
 		scan("Warehouse", "Parcel handed to carrier")
 		scan(city, "Arrived at delivery station")
 	}
-	if s.Status == ShipmentOutForDelivery || s.Status == ShipmentDelivered {
+	if s.Status == "OUT_FOR_DELIVERY" || s.Status == "DELIVERED" {
 		scan(city, "Out for delivery")
 		eta = 2 * time.Hour
 	}
-	if s.Status == ShipmentDelivered {
+	if s.Status == "DELIVERED" {
 		scan(city, "Delivered")
 		eta = 0
 	}

@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// ServiceOrder is the order service; GET /order/v1/orders/{id} answers an
-// Order.
+// ServiceOrder is the order service; it answers an Order.
 const ServiceOrder = "order"
 
 func init() {
@@ -14,8 +13,7 @@ func init() {
 }
 
 // Order is the order service's answer. The simulator's wire types are its
-// own, apart from internal/orderdetail's, so that a client that misreads
-// the wire fails a test.
+// own, so that a client that misreads the wire fails a test.
 type Order struct {
 	ID              string      `json:"id"`
 	UserID          string      `json:"user_id"`

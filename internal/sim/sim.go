@@ -62,11 +62,10 @@ type Option func(*Server)
 // WithLogger sets the logger of fault changes; by default nothing is logged.
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
-// New returns a simulator whose services are all healthy. Beside them it
-// serves the fault API: PUT, GET and DELETE /faults/{service} (a Fault as
-// JSON; the answer is the fault in force), GET and DELETE /faults (every
-// service's, by name) and GET /stats ({"order":{"requests":N},…}). An
-// unknown service or a malformed body is 400 and changes nothing.
+// New returns a simulator whose services are all healthy, beside the
+// fault API: PUT, GET and DELETE /faults/{service} (a Fault; the answer is
+// the fault in force), GET and DELETE /faults (all, by service) and GET
+// /stats. An unknown service or a malformed body is 400, changing nothing.
 func New(opts ...Option) *Server {
 	s := &Server{mux: http.NewServeMux(), log: slog.New(slog.DiscardHandler),
 		requests: map[string]*atomic.Int64{}, faults: map[string]Fault{}, rng: rand.New(rand.NewPCG(1, 2))}
@@ -90,7 +89,6 @@ func New(opts ...Option) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Close ends every injected wait, and every later one, at once with 503
@@ -144,9 +142,8 @@ func (s *Server) Stats() map[string]ServiceStats {
 	return out
 }
 
-// serve answers one request to svc: it waits (delay), then fails with
-// probability error_rate, else answers 404 for an nf- id, with corrupt the
-// first half of the JSON body, else the body.
+// serve answers one request to svc: after the delay, an injected error,
+// else 404 for an nf- id, else the body (its first half when corrupt).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, svc service) {
 	s.requests[svc.name].Add(1)
 	s.mu.Lock()
@@ -207,8 +204,7 @@ func (s *Server) delay(w http.ResponseWriter, r *http.Request, f Fault, jitter f
 	return false
 }
 
-// serveFault answers GET, PUT and DELETE /faults/{service} with the fault
-// in force afterwards.
+// serveFault answers /faults/{service} with the fault in force afterwards.
 func (s *Server) serveFault(w http.ResponseWriter, r *http.Request) {
 	name, f, err := r.PathValue("service"), healthy, error(nil)
 	if r.Method == http.MethodPut {
@@ -239,8 +235,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// gen returns the deterministic random numbers of one kind of answer for
-// one key (an order id, a SKU): the same in every run of a build.
+// gen returns the random numbers of one kind of answer for one key (an
+// order id, a SKU): the same in every run.
 func gen(kind, key string) *rand.Rand {
 	h := fnv.New64a()
 	h.Write([]byte(kind + "\x00" + key))

@@ -184,14 +184,14 @@ func TestDataIsConsistent(t *testing.T) {
 		sh := ShipmentFor(id)
 		sawStatus[sh.Status] = true
 		want := map[string][]string{
-			"PLACED": {ShipmentPreparing}, "PAID": {ShipmentPreparing},
-			"SHIPPED":   {ShipmentInTransit, ShipmentOutForDelivery},
-			"DELIVERED": {ShipmentDelivered},
+			"PLACED": {"PREPARING"}, "PAID": {"PREPARING"},
+			"SHIPPED":   {"IN_TRANSIT", "OUT_FOR_DELIVERY"},
+			"DELIVERED": {"DELIVERED"},
 		}[o.Status]
 		if sh.OrderID != id || !slices.Contains(want, sh.Status) || sh.Carrier == "" || sh.ETA == nil {
 			t.Fatalf("%s: shipment %+v for order status %s", id, sh, o.Status)
 		}
-		if (sh.Status == ShipmentPreparing) != (sh.TrackingNumber == "" && len(sh.Events) == 0) {
+		if (sh.Status == "PREPARING") != (sh.TrackingNumber == "" && len(sh.Events) == 0) {
 			t.Fatalf("%s: %s shipment with tracking %q and %d events", id, sh.Status, sh.TrackingNumber, len(sh.Events))
 		}
 		prev := o.CreatedAt
