@@ -65,8 +65,7 @@ type Config struct {
 	MaxIdleConns int
 	Timeout      time.Duration // caps a call whose caller has no nearer deadline (default 2s)
 	MaxBodyBytes int64         // default 1 MiB
-	// WrapTransport, when set, wraps the transport; it gets the
-	// dependency's name.
+	// WrapTransport, when set, wraps the transport of the named dependency.
 	WrapTransport func(dependency string, next http.RoundTripper) http.RoundTripper
 }
 
@@ -81,9 +80,8 @@ type Client[T any] struct {
 }
 
 // NewClient returns a client of api with a connection pool of its own, so
-// that a dependency holding its connections cannot starve the others.
-// Environment proxies are ignored, and a redirect is a failure, not
-// followed.
+// that a dependency holding its connections cannot starve the others. It
+// ignores environment proxies and answers a redirect as a failure.
 func NewClient[T any](api API[T], c Config) (*Client[T], error) {
 	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("downstream: %s client: base URL %q: want http(s)://host and no query", api.Name, c.BaseURL)
@@ -112,8 +110,7 @@ func (c *Client[T]) Close() { c.pool.CloseIdleConnections() }
 
 var errEmptyID = resilience.BadRequest(errors.New("empty order id"))
 
-// Get fetches and checks orderID's answer; see the package doc for its
-// errors.
+// Get fetches and checks orderID's answer; its errors: see the package doc.
 func (c *Client[T]) Get(ctx context.Context, orderID string) (T, error) {
 	var v T
 	err := errEmptyID

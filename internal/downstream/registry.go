@@ -30,8 +30,8 @@ type Entry struct {
 	New   Builder // SectionOf, or CoreOf for the order
 }
 
-// Builder makes entry e's downstream as the page calls it, and the
-// function that closes its client's idle connections.
+// Builder makes entry e's downstream and the function that closes its
+// client's idle connections.
 type Builder func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error)
 
 // CoreOf is the Builder of the core section, through a Client of api.
