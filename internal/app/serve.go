@@ -94,7 +94,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		return handlers.NewResilienceReport(time.Now(), cfg.Deadline, gauges.Guards)
 	}
 	// In demo mode the dashboard can break a dependency.
-	dash := dashboard.New(dashboard.Options{Report: report, Logger: logger, MaxStreams: cfg.MaxEventStreams, Faults: simulator})
+	dash := dashboard.New(dashboard.Options{Report: report, MaxStreams: cfg.MaxEventStreams, Faults: simulator})
 	dash.Start() // the last minute, for a page opened later
 	p.closers.push("dashboard", func(context.Context) error { dash.Close(); return nil })
 	limiter := admission.New(cfg.MaxInflight)

@@ -44,14 +44,10 @@ func (r *redisBackend) put(ctx context.Context, req writeReq, now time.Time) (bo
 	return n == 1, err
 }
 
-func (r *redisBackend) close() error { return r.client.Close() }
-
-// putScript stores an entry only if it is newer than the stored one, with its
-// TTL, in one atomic step. It replaces what it cannot compare with (another
-// type, an unreadable as_of, one beyond ARGV[5]), so a corrupt key heals on
-// the next write; DEL drops the fields a newer schema may have added.
-// KEYS[1] key; ARGV: version, as_of µs, payload, TTL ms, latest believable
-// as_of µs. Returns 1 when stored, 0 when the stored entry was as new or newer.
+// putScript stores an entry, with its TTL, only if it is newer than the
+// stored one, atomically. It replaces what it cannot compare with, so a
+// corrupt key heals on the next write. KEYS[1] key; ARGV: version, as_of µs,
+// payload, TTL ms, latest believable as_of µs. Returns 1 when stored.
 var putScript = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1])
 if type(t) == 'table' then t = t['ok'] end
@@ -92,8 +88,7 @@ func decode(vals []any, latest time.Time) (e orderdetail.CacheEntry, found bool,
 }
 
 // memory is the in-process store: at most Config.MemoryEntries entries, the
-// least recently used going first. An entry past its ttl is a miss, and
-// keeps its place until evicted, so the cap holds whatever the ttls.
+// least recently used going first; an entry past its ttl is a miss.
 type memory struct {
 	mu      sync.Mutex
 	entries *simplelru.LRU[entryKey, memEntry]
@@ -126,8 +121,6 @@ func (m *memory) put(_ context.Context, req writeReq, now time.Time) (bool, erro
 	m.entries.Add(req.k, memEntry{e: e, expires: now.Add(req.ttl)})
 	return true, nil
 }
-
-func (m *memory) close() error { return nil }
 
 // urlDefaults are go-redis options a --redis-url query may override: reads
 // are bounded by their ctx, and a down Redis must fail at once.

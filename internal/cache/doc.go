@@ -1,19 +1,11 @@
 // Package cache is orderagg's last-good store: for each dependency and order,
-// the most recent live answer, served only when that dependency fails. The
-// Store keeps it in Redis (--redis-url) or, with no URL, in process memory
-// (bounded, not durable, not shared; Open logs a WARN).
+// the most recent live answer, served only when that dependency fails. It
+// lives in Redis (--redis-url) or, with no URL, in process memory (bounded,
+// not durable, not shared; Open logs a WARN).
 //
-// Writes are behind the request: PutContext queues the entry and returns;
-// the Store's writers store each one in one round trip. A full queue drops
-// the entry (counted): a request never waits for the cache.
-//
-// Newest wins: an entry replaces the stored one only if its as_of is newer,
-// decided atomically where it is stored (a Lua script in Redis), so writers
-// and instances cannot interleave. A rewrite identical to the copy last
-// confirmed stored is skipped while that copy is younger than a quarter of
-// its ttl. An entry counts as stored only once the store confirms it; a
-// dropped, failed or refused write leaves nothing marked, so the next live
-// answer writes it.
+// Writes are behind the request and newest wins: an entry replaces the
+// stored one only if its as_of is newer, decided atomically where it is
+// stored, so writers and instances cannot interleave.
 //
 // Redis schema: the key {prefix}:{dep}:{orderID}, by default
 // "orderagg:v1:lastgood:logistics:o-1001", holds a hash of v (schema version

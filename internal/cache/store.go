@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,18 +23,15 @@ import (
 	"github.com/orderagg/orderagg/internal/orderdetail"
 )
 
-// ErrClosed is returned by Flush once Close has begun.
-var ErrClosed = errors.New("cache: store closed")
-
 // Config sets up a Store. The zero value is valid: the in-memory store with
 // the defaults below; a field at or below zero takes its default.
 type Config struct {
-	URL           string        // Redis (--redis-url) in a form the package documentation lists; empty: in process memory
+	URL           string        // --redis-url; empty: in process memory
 	KeyPrefix     string        // starts every Redis key; default DefaultKeyPrefix
-	WriteQueue    int           // entries that may wait for a writer, beyond which PutContext drops; default DefaultWriteQueue
-	Writers       int           // goroutines writing queued entries, one round trip each; default 8
-	WriteTimeout  time.Duration // bounds one write's round trip; default 200ms
-	MemoryEntries int           // caps the in-memory store, the least recently used entry going first; default 20,000
+	WriteQueue    int           // entries waiting for a writer, beyond which PutContext drops; default DefaultWriteQueue
+	Writers       int           // default 8
+	WriteTimeout  time.Duration // bounds one write; default 200ms
+	MemoryEntries int           // caps the in-memory store; default 20,000
 }
 
 const (
@@ -46,20 +44,19 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
-	}
-	orDefault(&c.WriteQueue, DefaultWriteQueue)
-	orDefault(&c.Writers, 8)
-	orDefault(&c.WriteTimeout, 200*time.Millisecond)
-	orDefault(&c.MemoryEntries, 20_000)
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, DefaultKeyPrefix)
+	c.WriteQueue = positiveOr(c.WriteQueue, DefaultWriteQueue)
+	c.Writers = positiveOr(c.Writers, 8)
+	c.WriteTimeout = positiveOr(c.WriteTimeout, 200*time.Millisecond)
+	c.MemoryEntries = positiveOr(c.MemoryEntries, 20_000)
 	return c
 }
 
-func orDefault[T int | time.Duration](v *T, def T) {
-	if *v <= 0 {
-		*v = def
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
+	return def
 }
 
 // Option passes Open a collaborator.
@@ -70,8 +67,8 @@ type options struct {
 	tp  trace.TracerProvider
 }
 
-// WithClock replaces time.Now: the in-memory store's TTLs, the future-skew
-// check and the error log's rate read it.
+// WithClock replaces time.Now for the TTLs, the future-skew check and the
+// error log's rate.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithTracerProvider sets where the "cache write" spans go; default none.
@@ -89,24 +86,23 @@ type Store struct {
 	counts struct {
 		hits, misses, corrupt, readErrors, writesOK, writesStale, writesDropped, writeErrors atomic.Uint64
 	}
-	errLog        *rate.Limiter // failed writes are logged at this rate, the others counted in the next line
-	errSuppressed atomic.Uint64
+	errLog        *rate.Limiter // lines about failed writes
+	errSuppressed atomic.Uint64 // failed writes not logged since the last line
 
 	recentMu sync.Mutex
 	recent   *simplelru.LRU[entryKey, recentCopy]
 
-	closeMu     sync.RWMutex // held for reading while an entry is queued; Close takes it to close the queue
+	closeMu     sync.RWMutex // held for reading while queueing; Close takes it to close the queue
 	closed      bool
 	queue       chan writeReq
 	pending     atomic.Int64 // entries accepted and not yet settled
 	writeCtx    context.Context
-	cancelWrite context.CancelFunc // ends the writes when Close gives up draining
+	cancelWrite context.CancelFunc // when Close gives up draining
 	writers     sync.WaitGroup
 }
 
-// Stats counts the outcomes since Open. Hits+Misses+Corrupt+ReadErrors is
-// the number of Get calls; every entry PutContext accepted (not skipped as
-// an identical rewrite) ends as one write outcome once settled.
+// Stats counts the outcomes since Open: one per Get, and one write outcome
+// per entry PutContext accepted (not skipped as an identical rewrite).
 type Stats struct {
 	Hits, Misses, Corrupt, ReadErrors uint64 // Get returned an entry, none, one it cannot serve, or failed
 	WritesOK, WritesStale             uint64 // a write stored its entry, or was refused: the stored as_of was as new or newer
@@ -114,13 +110,11 @@ type Stats struct {
 	Queued, QueueCapacity             int    // entries waiting for a writer now; Config.WriteQueue
 }
 
-// backend is where entries live: Redis or process memory. get's found is
-// false when there is none, and a value it cannot serve is errCorrupt; put
-// stores the entry only if it is newer than the stored one.
+// backend is Redis or process memory. get's found is false for no entry, a
+// value it cannot serve is errCorrupt; put stores only a newer entry.
 type backend interface {
 	get(ctx context.Context, k entryKey, now time.Time) (e orderdetail.CacheEntry, found bool, err error)
 	put(ctx context.Context, req writeReq, now time.Time) (stored bool, err error)
-	close() error
 }
 
 type entryKey struct{ dep, orderID string }
@@ -134,8 +128,8 @@ type writeReq struct {
 	link trace.SpanContext
 }
 
-// recentCopy is the newest as_of handed to the writers for one key and,
-// once the store confirmed it, that copy's digest.
+// recentCopy is the newest as_of handed to the writers for a key and that
+// copy's digest, confirmed once the store stored it.
 type recentCopy struct {
 	asOfUS    int64
 	sum       uint64
@@ -165,7 +159,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	if err != nil {
 		return nil, err
 	}
-	logging.Disable()          // go-redis's own lines (one per failed command in an outage); settle logs the failures, rate-limited
+	logging.Disable()          // go-redis logs every failed command; settle logs them rate-limited
 	u, _ := url.Parse(cfg.URL) // newClient parsed it
 	logger.Info("last-good cache on Redis", "url", u.Redacted())
 	ping, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -225,11 +219,10 @@ func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.Cache
 }
 
 // PutContext hands the entry to the writers and returns at once; the caller
-// must not change e.Payload afterwards, and ctx serves only for its span. It
-// skips an entry identical to the copy last confirmed stored while that copy
-// is younger than ttl/4, ignores one with a zero AsOf, an empty Payload or a
-// ttl <= 0, and drops (counting it) one that finds the queue full or the
-// Store closed.
+// must not change e.Payload afterwards, and ctx serves only to link the
+// write's span. It ignores a zero AsOf, an empty Payload or a ttl <= 0,
+// skips a copy identical to the one confirmed stored less than ttl/4 before,
+// and drops (counting it) an entry finding the queue full or the Store closed.
 func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdetail.CacheEntry, ttl time.Duration) {
 	if ttl <= 0 || e.AsOf.IsZero() || len(e.Payload) == 0 {
 		return
@@ -252,7 +245,7 @@ func (s *Store) PutContext(ctx context.Context, dep, orderID string, e orderdeta
 }
 
 // handOut reports whether req must be written and, if so, marks it as the
-// key's newest write in flight, unconfirmed until the store confirms it.
+// key's newest write in flight, unconfirmed.
 func (s *Store) handOut(req writeReq) bool {
 	asOf := req.e.AsOf.UnixMicro()
 	s.recentMu.Lock()
@@ -267,8 +260,8 @@ func (s *Store) handOut(req writeReq) bool {
 	return true
 }
 
-// write stores one entry within WriteTimeout, in a trace of its own linked
-// to its request's, or drops it once Close has given up draining.
+// write stores one entry within WriteTimeout, in a trace linked to its
+// request's, or drops it once Close has given up draining.
 func (s *Store) write(req writeReq) {
 	if s.writeCtx.Err() != nil {
 		s.drop()
@@ -314,8 +307,7 @@ func (s *Store) settle(req writeReq, stored bool, err error) {
 	}
 }
 
-// drop settles an accepted entry that is not written; its key stays
-// unconfirmed, so the next answer is written.
+// drop settles an accepted entry that is not written.
 func (s *Store) drop() {
 	s.counts.writesDropped.Add(1)
 	s.pending.Add(-1)
@@ -329,8 +321,7 @@ func (s *Store) Stats() Stats {
 		Queued: len(s.queue), QueueCapacity: cap(s.queue)}
 }
 
-// Flush waits until every entry accepted so far has settled, or ctx ends;
-// ErrClosed once Close has begun (Close drains itself).
+// Flush waits until every entry accepted so far has settled, or ctx ends.
 func (s *Store) Flush(ctx context.Context) error {
 	for s.pending.Load() > 0 {
 		select {
@@ -338,11 +329,6 @@ func (s *Store) Flush(ctx context.Context) error {
 			return fmt.Errorf("cache.flush: %w", ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
-	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
-		return ErrClosed
 	}
 	return nil
 }
@@ -353,15 +339,13 @@ func (s *Store) Flush(ctx context.Context) error {
 // ends may hold Close up to WriteTimeout longer. Later calls return nil.
 func (s *Store) Close(ctx context.Context) error {
 	s.closeMu.Lock()
-	first := !s.closed
-	if first {
-		s.closed = true
-		close(s.queue)
-	}
+	already := s.closed
+	s.closed = true
 	s.closeMu.Unlock()
-	if !first {
+	if already {
 		return nil
 	}
+	close(s.queue) // PutContext sends only under closeMu, seeing closed false
 	stop := context.AfterFunc(ctx, s.cancelWrite)
 	s.writers.Wait()
 	var abandoned error
@@ -369,7 +353,10 @@ func (s *Store) Close(ctx context.Context) error {
 		abandoned = fmt.Errorf("cache.close: queued writes abandoned: %w", ctx.Err())
 	}
 	s.cancelWrite()
-	if err := s.back.close(); err != nil {
+	if s.client == nil {
+		return abandoned
+	}
+	if err := s.client.Close(); err != nil {
 		return errors.Join(abandoned, fmt.Errorf("cache.close: %w", err))
 	}
 	return abandoned

@@ -271,13 +271,10 @@ func TestCloseDrainsQueue(t *testing.T) {
 			if st := s.Stats(); st.WritesOK != n || st.WritesDropped != 0 {
 				t.Errorf("Stats = %+v, want %d written", st, n)
 			}
-			// After Close: PutContext drops and counts, Flush says closed, Close is idempotent.
+			// After Close: PutContext drops and counts, Close is idempotent.
 			put(s, "order", "late", entry(time.Now(), `{}`), time.Minute)
 			if st := s.Stats(); st.WritesDropped != 1 {
 				t.Errorf("WritesDropped after Close = %d, want 1", st.WritesDropped)
-			}
-			if err := s.Flush(ctx); !errors.Is(err, ErrClosed) {
-				t.Errorf("Flush after Close: %v", err)
 			}
 			if err := s.Close(ctx); err != nil {
 				t.Errorf("second Close: %v", err)

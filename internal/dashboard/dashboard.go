@@ -1,20 +1,19 @@
 // Package dashboard serves orderagg's live resilience page, GET /dashboard:
 // one tile per dependency with its breaker, rates, latency against the
 // sub-budget, bulkhead and event counts, and a one-minute chart. The page is
-// one embedded HTML file with no external assets (it must work on machines
-// that reach nothing on the internet), fed by server-sent events:
+// one embedded HTML file with no external assets, fed by server-sent events:
 //
 //	GET /dashboard                the page
-//	GET /dashboard/events         text/event-stream: "report", the /v1/resilience document, at once
-//	                              (the first with "history", the last minute's samples) and every
-//	                              Interval; in demo mode "faults", the simulator's faults, whenever
-//	                              they change; "closing" when the service shuts down. At most
-//	                              MaxStreams at once; beyond, 503 TOO_MANY_STREAMS with Retry-After
+//	GET /dashboard/events         "report", the /v1/resilience document, at once (the first with
+//	                              "history", the last minute's reports) and every Interval; in demo
+//	                              mode "faults", the simulator's faults, whenever they change;
+//	                              "closing" at shutdown. At most MaxStreams at once; beyond, 503
+//	                              TOO_MANY_STREAMS with Retry-After
 //	/dashboard/faults[/{service}] demo mode only (else 404): the simulator's fault API (package sim)
 //
 // Every error is JSON {"error":{"code":"…","message":"…"}}. The fault
-// controls change state only by PUT and DELETE; the service's host guard
-// refuses those from other origins.
+// controls change state only by PUT and DELETE, which the service's host
+// guard refuses from other origins.
 package dashboard
 
 import (
@@ -23,7 +22,6 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"html/template"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -42,20 +40,15 @@ const (
 
 // Options configures a Dashboard. Only Report is required.
 type Options struct {
-	// Report builds the /v1/resilience document; it is called once per
-	// stream per Interval, so it must be cheap and safe for concurrent use.
+	// Report builds the /v1/resilience document, once per stream per
+	// Interval: it must be cheap and safe for concurrent use.
 	Report func() handlers.ResilienceReport
-	// Faults turns on demo mode: the page's fault controls and the
-	// /dashboard/faults routes act on this simulator. nil: neither exists.
+	// Faults turns on demo mode: the fault controls act on this simulator.
 	Faults *sim.Server
 	// Interval between two reports on a stream; default DefaultInterval.
 	Interval time.Duration
-	// MaxStreams bounds the event streams open at once; default
-	// DefaultMaxStreams. Each holds a connection for as long as a tab is
-	// open, outside the order-detail admission limit.
+	// MaxStreams bounds the open event streams; default DefaultMaxStreams.
 	MaxStreams int
-	// Logger receives stream refusals (Debug); default discards them.
-	Logger *slog.Logger
 }
 
 // Dashboard serves the page, its event stream and, in demo mode, the fault
@@ -71,7 +64,7 @@ type Dashboard struct {
 
 	mu              sync.Mutex // orders Start's sampler.Go before Close's Wait
 	started, closed bool
-	history         []sample // oldest first, at most HistorySize
+	history         []handlers.ResilienceReport // oldest first, at most HistorySize
 }
 
 //go:embed page.html
@@ -91,9 +84,6 @@ func New(opts Options) *Dashboard {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	d := &Dashboard{opts: opts, mux: http.NewServeMux(),
 		streams: make(chan struct{}, opts.MaxStreams), closing: make(chan struct{})}
 	var page bytes.Buffer
@@ -103,7 +93,7 @@ func New(opts Options) *Dashboard {
 		IntervalMS int64
 	}{"orderagg", opts.Faults != nil, opts.Interval.Milliseconds()}
 	if err := pageTemplate.Execute(&page, data); err != nil {
-		panic("dashboard: rendering the page: " + err.Error()) // a defect the tests catch
+		panic("dashboard: rendering the page: " + err.Error())
 	}
 	d.page, d.csp = page.Bytes(), contentSecurityPolicy(page.Bytes())
 
@@ -113,16 +103,14 @@ func New(opts Options) *Dashboard {
 		http.Redirect(w, r, "/dashboard", http.StatusMovedPermanently) // one address for the page's URLs
 	})
 	d.route("/dashboard/events", get, d.serveEvents)
-	faults := func(w http.ResponseWriter, r *http.Request) {
-		if opts.Faults == nil {
-			writeError(w, http.StatusNotFound, handlers.CodeNotFound, "fault controls exist only in demo mode")
-			return
+	if opts.Faults != nil { // else the fault routes are 404 like any unknown path
+		faults := func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Cache-Control", "no-store")
+			http.StripPrefix("/dashboard", opts.Faults).ServeHTTP(w, r)
 		}
-		w.Header().Set("Cache-Control", "no-store")
-		http.StripPrefix("/dashboard", opts.Faults).ServeHTTP(w, r)
+		d.route("/dashboard/faults", append(get, http.MethodDelete), faults)
+		d.route("/dashboard/faults/{service}", append(get, http.MethodPut, http.MethodDelete), faults)
 	}
-	d.route("/dashboard/faults", append(get, http.MethodDelete), faults)
-	d.route("/dashboard/faults/{service}", append(get, http.MethodPut, http.MethodDelete), faults)
 	d.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, handlers.CodeNotFound, "no such path: "+r.URL.Path)
 	})
@@ -145,9 +133,8 @@ func (d *Dashboard) route(pattern string, methods []string, h http.HandlerFunc) 
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { d.mux.ServeHTTP(w, r) }
 
 // Close ends every event stream (after a "closing" event) and the history
-// sampler, and waits for the sampler; streams asked for afterwards get 503.
-// It is idempotent and suits http.Server.RegisterOnShutdown, since a
-// stream never ends by itself.
+// sampler, and waits for the sampler; later streams get 503. It is
+// idempotent and suits http.Server.RegisterOnShutdown.
 func (d *Dashboard) Close() {
 	d.mu.Lock()
 	if !d.closed {
@@ -170,9 +157,8 @@ func (d *Dashboard) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// contentSecurityPolicy allows exactly the page's own inline script and
-// style (by hash) and requests to its own origin, so that an injected tag
-// or a stray reference to the internet is refused by the browser.
+// contentSecurityPolicy allows only the page's own inline script and style
+// (by hash) and requests to its own origin.
 func contentSecurityPolicy(page []byte) string {
 	return strings.Join([]string{"default-src 'none'", "script-src " + inlineHash(page, "script"),
 		"style-src " + inlineHash(page, "style"), "connect-src 'self'", "img-src data:",

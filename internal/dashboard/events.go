@@ -13,25 +13,19 @@ import (
 	"github.com/orderagg/orderagg/internal/sim"
 )
 
-// Stream settings. retryMS is the reconnection delay EventSource is asked
-// to use (a restarted service is usually back within two seconds);
 // writeWait bounds one event's write, so that a client that stops reading
-// cannot hold its handler (and a shutdown) forever, and lifts a
-// server-wide WriteTimeout meant for ordinary answers.
-const (
-	retryMS          = 2000
-	writeWait        = 10 * time.Second
-	streamRetryAfter = "5" // seconds: a slot frees rarely soon
-)
+// cannot hold its handler (and a shutdown) forever, and lifts a server-wide
+// WriteTimeout meant for ordinary answers.
+const writeWait = 10 * time.Second
 
 // serveEvents streams events until the client goes away, a write fails or
-// Close is called, on the request's own goroutine.
+// Close is called.
 func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead { // what a GET starts with, without a slot
 		setStreamHeaders(w)
 		return
 	}
-	if !d.admit(w, r) {
+	if !d.admit(w) {
 		return
 	}
 	defer func() { <-d.streams }()
@@ -53,17 +47,15 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(d.opts.Interval)
 	defer tick.Stop()
 	var faults map[string]sim.Fault
-	report := any(withHistory{d.opts.Report(), d.samples()}) // the charts start full
-	if send(fmt.Sprintf("retry: %d\n\n", retryMS)) != nil {
+	report := any(withHistory{d.opts.Report(), d.reports()}) // the charts start full
+	if send("retry: 2000\n\n") != nil {                      // EventSource's reconnection delay, ms
 		return
 	}
 	for {
 		if event("report", report) != nil {
 			return
 		}
-		if d.opts.Faults != nil {
-			// Only when they change, so that a second tab or a curl to
-			// the simulator shows without a poll.
+		if d.opts.Faults != nil { // sent when they change, whoever changed them
 			if f := d.opts.Faults.Faults(); faults == nil || !maps.Equal(f, faults) {
 				if event("faults", f) != nil {
 					return
@@ -85,7 +77,7 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 
 // admit takes a stream slot, or answers 503 (Retry-After) and reports
 // false when the dashboard is closed or every slot is taken.
-func (d *Dashboard) admit(w http.ResponseWriter, r *http.Request) bool {
+func (d *Dashboard) admit(w http.ResponseWriter) bool {
 	select {
 	case <-d.closing:
 		w.Header().Set("Retry-After", "2")
@@ -97,8 +89,7 @@ func (d *Dashboard) admit(w http.ResponseWriter, r *http.Request) bool {
 	case d.streams <- struct{}{}:
 		return true
 	default:
-		d.opts.Logger.DebugContext(r.Context(), "dashboard stream refused: too many open", "max", d.opts.MaxStreams)
-		w.Header().Set("Retry-After", streamRetryAfter)
+		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "TOO_MANY_STREAMS",
 			fmt.Sprintf("%d dashboard streams are open, the most this service allows; retry later", d.opts.MaxStreams))
 		return false
@@ -112,68 +103,39 @@ func setStreamHeaders(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// HistorySize is how many samples Start keeps, one a HistoryInterval: the
-// chart's minute.
+// HistorySize is how many reports Start keeps, one a HistoryInterval.
 const (
 	HistorySize     = 60
 	HistoryInterval = time.Second
 )
 
-// withHistory is a stream's first report: the report and the last minute's
-// samples, oldest first.
+// withHistory is a stream's first report, with the history oldest first.
 type withHistory struct {
 	handlers.ResilienceReport
-	History []sample `json:"history"`
+	History []handlers.ResilienceReport `json:"history"`
 }
 
-// sample is what the chart needs of one report: per dependency its
-// non-zero rolling counts (the page reads a missing kind as 0), its error
-// percentage and its window.
-type sample struct {
-	At           time.Time   `json:"generated_at"`
-	Dependencies []sampleDep `json:"dependencies"`
-}
-
-type sampleDep struct {
-	Name         string           `json:"name"`
-	Counts       map[string]int64 `json:"counts"`
-	ErrorPercent float64          `json:"error_percent"`
-	WindowMS     int64            `json:"window_ms"`
-}
-
-// record adds a sample of r to the history, dropping the oldest beyond
-// HistorySize.
+// record adds r to the history, dropping the oldest beyond HistorySize.
 func (d *Dashboard) record(r handlers.ResilienceReport) {
-	s := sample{At: r.GeneratedAt, Dependencies: []sampleDep{}}
-	for _, g := range r.Dependencies {
-		counts := map[string]int64{}
-		for kind, n := range g.Counts {
-			if n != 0 {
-				counts[kind] = n
-			}
-		}
-		s.Dependencies = append(s.Dependencies, sampleDep{g.Name, counts, g.ErrorPercent, g.WindowMS})
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.history = append(d.history, s)
+	d.history = append(d.history, r)
 	if len(d.history) > HistorySize {
 		d.history = slices.Delete(d.history, 0, 1)
 	}
 }
 
-// samples returns the history, oldest first; never nil. Samples are never
-// changed once recorded, so the copy shares their maps.
-func (d *Dashboard) samples() []sample {
+// reports returns the history, oldest first; never nil.
+func (d *Dashboard) reports() []handlers.ResilienceReport {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]sample{}, d.history...)
+	return append([]handlers.ResilienceReport{}, d.history...)
 }
 
-// Start records a sample of the report now and every HistoryInterval until
-// Close, so that a page opened during an incident shows how it began.
-// Without Start, streams start with no history. A second call, or one after
-// Close, does nothing.
+// Start records the report now and every HistoryInterval until Close, so
+// that a page opened during an incident shows how it began. Without Start,
+// streams start with no history. A second call, or one after Close, does
+// nothing.
 func (d *Dashboard) Start() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
