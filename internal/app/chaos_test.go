@@ -57,7 +57,6 @@ func TestChaos(t *testing.T) {
 		c.Dependencies.Update("cache", func(x *config.Dependency) { x.Breaker.SleepWindow = time.Second })
 	}, func(e *Env) { e.SpanExporter = answers })
 	maxAge := map[string]time.Duration{"order": 24 * time.Hour, "inventory": time.Minute, "coupons": 5 * time.Minute, "logistics": 30 * time.Minute}
-	connsBefore := s.openConnections()
 
 	ctx, stop := context.WithTimeout(context.Background(), duration)
 	defer stop()
@@ -173,11 +172,7 @@ func TestChaos(t *testing.T) {
 	waitUntil(t, func() bool {
 		return !goroutineInside("internal/orderdetail.(*Aggregator)", "internal/resilience.", "handlers.(*orders)")
 	})
-	// The load's connections close with its client; the listener must
-	// hold no more than before the run.
 	client.CloseIdleConnections()
-	var conns float64
-	waitUntil(t, func() bool { conns = s.openConnections(); return conns <= connsBefore })
 	// And once the service has stopped, every goroutine it started (servers,
 	// pools, cache writers, simulators) has ended.
 	if err := s.stop(); err != nil {
@@ -185,7 +180,7 @@ func TestChaos(t *testing.T) {
 	}
 	var goroutines int
 	waitUntil(t, func() bool { goroutines = runtime.NumGoroutine(); return goroutines <= goroutinesBefore })
-	t.Logf("afterwards: %v open connections on the API listener (%v before), %d goroutines (%d before)", conns, connsBefore, goroutines, goroutinesBefore)
+	t.Logf("afterwards: %d goroutines (%d before)", goroutines, goroutinesBefore)
 }
 
 func goroutineInside(frames ...string) bool {

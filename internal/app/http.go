@@ -5,17 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/orderagg/orderagg/internal/handlers"
 )
@@ -37,15 +32,14 @@ type program struct {
 // that runs it.
 type server struct {
 	*http.Server
-	addr string       // the address it listens on
-	open atomic.Int64 // client connections held now, hijacked ones not counted
+	addr string // the address it listens on
 	wg   sync.WaitGroup
 }
 
 // serve listens on addr and serves the handler build makes around the
 // listener's host guard, until the close stack shuts it down. Request
 // headers are limited to 64 KiB (net/http allows 4 KiB beyond
-// MaxHeaderBytes; 431 past it). The server's own errors are logged.
+// MaxHeaderBytes; 431 past it). The server's own errors are logged at WARN.
 func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.Handler) (*server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -59,16 +53,8 @@ func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.
 		WriteTimeout:      p.deadline + 10*time.Second,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64<<10 - 4096,
-		ErrorLog:          serverErrorLog(logger),
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}}
-	srv.ConnState = func(_ net.Conn, st http.ConnState) {
-		switch st {
-		case http.StateNew:
-			srv.open.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			srv.open.Add(-1)
-		}
-	}
 	srv.wg.Go(func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server stopped", "addr", srv.addr, "err", err)
@@ -115,17 +101,3 @@ func (c *closeStack) closeAll(logger *slog.Logger, timeout time.Duration) {
 	}
 	logger.Info("stopped")
 }
-
-// serverErrorLog is the log.Logger an http.Server reports its own errors
-// to: WARN records, the first ten, then at most one every ten seconds.
-func serverErrorLog(logger *slog.Logger) *log.Logger {
-	sometimes := &rate.Sometimes{First: 10, Interval: 10 * time.Second}
-	return log.New(writerFunc(func(p []byte) (int, error) {
-		sometimes.Do(func() { logger.Warn("http server error", "err", strings.TrimSpace(string(p))) })
-		return len(p), nil
-	}), "", 0)
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -108,7 +108,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	api.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
-	addrs.API, gauges.Connections = api.addr, map[string]func() int64{"api": api.open.Load}
+	addrs.API = api.addr
 	if cfg.AdminAddr != "" {
 		admin, err := p.serve("admin", cfg.AdminAddr, func(g *handlers.HostGuard) http.Handler {
 			return handlers.NewAdmin(ctl, cfg.AdminToken, g, logger)
@@ -116,7 +116,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 		if err != nil {
 			return fmt.Errorf("--admin-addr: %w", err)
 		}
-		addrs.Admin, gauges.Connections["admin"] = admin.addr, admin.open.Load
+		addrs.Admin = admin.addr
 	}
 	if err := tel.Observe(gauges); err != nil {
 		return err

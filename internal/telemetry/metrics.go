@@ -106,10 +106,9 @@ func (t *Telemetry) RecordRejected(ctx context.Context) { t.in.rejected.Add(ctx,
 // State is what the observable instruments read at scrape time; a nil
 // field leaves its series out.
 type State struct {
-	Guards      []*resilience.Guard // breaker, bulkhead and sub-budget of each; their counters start at 0
-	Admission   func() (limit, inflight int)
-	Cache       func() cache.Stats      // the last-good store's outcomes and write queue
-	Connections map[string]func() int64 // open client connections by server name
+	Guards    []*resilience.Guard // breaker, bulkhead and sub-budget of each; their counters start at 0
+	Admission func() (limit, inflight int)
+	Cache     func() cache.Stats // the last-good store's outcomes and write queue
 }
 
 // Observe registers the observable instruments of s and starts each
@@ -139,7 +138,6 @@ func (t *Telemetry) Observe(s State) error {
 	writes := counter("orderagg_cache_writes", "{write}", "Last-good store writes by outcome: ok, stale (a newer answer was stored), dropped (queue full), error.")
 	queue := gauge("orderagg_cache_write_queue", "{entry}", "Entries waiting for a cache writer now.")
 	queueCap := gauge("orderagg_cache_write_queue_capacity", "{entry}", "Size of the cache write queue.")
-	conns := gauge("orderagg_http_open_connections", "{connection}", "Client connections a listener holds open now, by server.")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("telemetry: gauges: %w", err)
 	}
@@ -180,11 +178,8 @@ func (t *Telemetry) Observe(s State) error {
 			o.ObserveFloat64(queue, float64(st.Queued))
 			o.ObserveFloat64(queueCap, float64(st.QueueCapacity))
 		}
-		for name, open := range s.Connections {
-			o.ObserveFloat64(conns, float64(open()), with(attribute.String("server", name)))
-		}
 		return nil
-	}, state, inUse, capacity, queued, timeout, recommended, adaptive, limit, inflight, reads, writes, queue, queueCap, conns)
+	}, state, inUse, capacity, queued, timeout, recommended, adaptive, limit, inflight, reads, writes, queue, queueCap)
 	if err != nil {
 		return fmt.Errorf("telemetry: gauges: %w", err)
 	}

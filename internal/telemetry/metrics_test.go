@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,26 +274,6 @@ func TestCacheMetrics(t *testing.T) {
 	}
 	if got := mustSample(t, fams, "orderagg_cache_write_queue_capacity", nil); got != 1024 {
 		t.Errorf("write queue capacity = %v, want 1024", got)
-	}
-}
-
-func TestConnectionMetrics(t *testing.T) {
-	h := newHarness(t)
-	var api, admin atomic.Int64
-	api.Store(3)
-	if err := h.tel.Observe(State{Connections: map[string]func() int64{"api": api.Load, "admin": admin.Load}}); err != nil {
-		t.Fatal(err)
-	}
-	fams := scrape(t, h.tel)
-	if got := mustSample(t, fams, "orderagg_http_open_connections", map[string]string{"server": "api"}); got != 3 {
-		t.Errorf("api connections = %v, want 3", got)
-	}
-	if got := mustSample(t, fams, "orderagg_http_open_connections", map[string]string{"server": "admin"}); got != 0 {
-		t.Errorf("admin connections = %v, want 0", got)
-	}
-	api.Store(0)
-	if got := mustSample(t, scrape(t, h.tel), "orderagg_http_open_connections", map[string]string{"server": "api"}); got != 0 {
-		t.Errorf("api connections after they closed = %v, want 0", got)
 	}
 }
 

@@ -124,10 +124,9 @@ func exerciseEverything(t *testing.T, h *harness) {
 		guards = append(guards, g)
 	}
 	if err := h.tel.Observe(State{
-		Guards:      guards,
-		Admission:   func() (int, int) { return 1024, 0 },
-		Cache:       func() cache.Stats { return cache.Stats{QueueCapacity: 1024} },
-		Connections: map[string]func() int64{"api": func() int64 { return 0 }},
+		Guards:    guards,
+		Admission: func() (int, int) { return 1024, 0 },
+		Cache:     func() cache.Stats { return cache.Stats{QueueCapacity: 1024} },
 	}); err != nil {
 		t.Fatal(err)
 	}
