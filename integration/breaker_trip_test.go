@@ -13,9 +13,9 @@ import (
 )
 
 // breakerTripConfig leaves the logistics breaker's trip and window at their
-// defaults; only its sleep window is long (1 min, kept as it is above
-// max_sleep_window), so that no half-open probe can come among the
-// short-circuited pages, however slowly this machine asks for them.
+// defaults; only its sleep window is long (1 min), so that no half-open
+// probe can come among the short-circuited pages, however slowly this
+// machine asks for them.
 const breakerTripConfig = `
 dependencies:
   logistics:

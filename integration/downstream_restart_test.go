@@ -41,7 +41,6 @@ dependencies:
       min_requests: 4
       error_percent: 50
       sleep_window: 1s
-      half_open_probes: 1
     retry:
       max_attempts: 1
 `

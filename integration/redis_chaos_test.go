@@ -173,9 +173,8 @@ func TestRedisSlowAndStopped(t *testing.T) {
 	rewarm, tries := writeNewOrders(t, base, redisAddr, "o-rw")
 	rewarmed := time.Since(rewarmStart)
 	setFault(t, simURL, depLogistics, `{"error_rate":1}`)
-	// The cache breaker, open since phase 2, probes after its sleep window
-	// (1 s, doubled by each failed probe up to max_sleep_window, 5 s); the
-	// probe read succeeds and closes it.
+	// The cache breaker, open since phase 2, probes after each sleep window
+	// (1 s); the probe read succeeds and closes it.
 	served := time.Now()
 	waitForCacheServed(t, base, rewarm)
 	t.Logf("Redis back: entry re-warmed in %v (%d live pages), then degraded logistics served from cache after %v; %v after the restart",

@@ -413,7 +413,7 @@ func watchConsole(t *testing.T, ctx context.Context) func() []string {
 // eventKinds are the event kinds the guards count (resilience's counter
 // names).
 var eventKinds = []string{"success", "failure", "timeout", "short_circuited", "rejected", "bad_request", "deadline",
-	"slow", "retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss"}
+	"retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss"}
 
 // clippedLabels lists the event counters whose name does not show in full.
 func clippedLabels(t *testing.T, ctx context.Context) []string {

@@ -97,7 +97,7 @@ func TestNoFanOutForARefusedPage(t *testing.T) {
 	// The order heals: the next probe's page is served whole, and the page
 	// after it calls all four at once again.
 	r.f.order = healthy
-	clk.Advance(orderGuard.Config().Breaker.MaxSleepWindow)
+	clk.Advance(orderGuard.Config().Breaker.SleepWindow)
 	p, err := r.agg.Get(context.Background(), "o-1")
 	if err != nil || p.Degraded {
 		t.Fatalf("page after recovery: %v, degraded %v", err, p != nil && p.Degraded)

@@ -12,7 +12,7 @@ import (
 type Snapshot struct {
 	Name    string `json:"name"`
 	Breaker State  `json:"breaker"`
-	// Counts over the window by event name: the kinds, slow, retry,
+	// Counts over the window by event name: the kinds, retry,
 	// fallback_success, fallback_failure, cache_hit and cache_miss.
 	Counts map[string]int64 `json:"counts"`
 	// ErrorPercent is failures and timeouts over the calls that reached the

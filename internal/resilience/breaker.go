@@ -49,9 +49,9 @@ type StateChange struct {
 // probe its half-open spell's generation (never 0).
 type ticket uint64
 
-// breaker opens on a run of failures or on the window's rates, sleeps,
-// then admits probes. Its methods return the transition they made, for the
-// guard to tell the listener once the lock is released.
+// breaker opens on a run of failures or on the window's error rate, sleeps
+// SleepWindow, then admits one probe. Its methods return the transition
+// they made, for the guard to tell the listener once the lock is released.
 type breaker struct {
 	mu          sync.Mutex
 	state       State // forcing aside
@@ -59,11 +59,8 @@ type breaker struct {
 	streak      int    // failures and timeouts since the last answer
 	gen         uint64 // counts openings and half-openings
 	openedAt    time.Time
-	sleep       time.Duration // of the current opening
-	level       int           // failed recoveries in a row
-	closedSince time.Time     // the window counts only buckets from here on
-	probes      int           // admitted in this half-open spell
-	probeOKs    int
+	closedSince time.Time // the window counts only buckets from here on
+	probing     bool      // this half-open spell's probe is out
 }
 
 // allow admits a call (ok) or short-circuits it.
@@ -75,29 +72,29 @@ func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, c
 		return t, false, nil
 	case b.force == ForceClosed || b.state == StateClosed:
 		return t, true, nil
-	case b.state == StateOpen && now.Sub(b.openedAt) < b.sleep:
+	case b.state == StateOpen && now.Sub(b.openedAt) < cfg.SleepWindow:
 		return t, false, nil
 	case b.state == StateOpen:
 		change = b.set(StateHalfOpen, now)
 		b.gen++
-		b.probes, b.probeOKs = 0, 0
+		b.probing = false
 	}
-	if b.probes >= cfg.HalfOpenProbes {
+	if b.probing {
 		return t, false, change
 	}
-	b.probes++
+	b.probing = true
 	return ticket(b.gen), true, change
 }
 
 // record feeds the breaker an attempt's outcome. A probe's (t != 0) settles
-// it: an answer counts towards closing, a probe that learned nothing
-// (KindDeadline) gives its place back, anything else re-opens the breaker
-// for a longer sleep. Any other attempt the caller did not cut feeds a
-// closed breaker: a failure or timeout extends the run of failures, an
-// answer ends it. It opens when the run reaches ConsecutiveFailures, or
-// when a bad or slow attempt brings the window (since the last close) to
-// MinRequests calls whose error or slow rate reaches its threshold.
-func (b *breaker) record(t ticket, e Event, slow bool, w *window, cfg *BreakerConfig) *StateChange {
+// it: an answer closes the breaker, a probe that learned nothing
+// (KindDeadline) gives its place back, anything else re-opens it. Any other
+// attempt the caller did not cut feeds a closed breaker: a failure or
+// timeout extends the run of failures, an answer ends it. It opens when the
+// run reaches ConsecutiveFailures, or when a bad attempt brings the window
+// (since the last close) to MinRequests calls whose error rate reaches
+// ErrorPercent.
+func (b *breaker) record(t ticket, e Event, w *window, cfg *BreakerConfig) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bad, end := e.Kind == KindFailure || e.Kind == KindTimeout, e.Start.Add(e.Duration)
@@ -106,15 +103,11 @@ func (b *breaker) record(t ticket, e Event, slow bool, w *window, cfg *BreakerCo
 	case t != 0 && (uint64(t) != b.gen || b.state != StateHalfOpen):
 		return nil // a probe of a spell that is over
 	case t != 0 && e.Kind == KindDeadline:
-		b.probes--
+		b.probing = false
 		return nil
 	case t != 0 && !answered:
-		b.level++
-		return b.open(end, cfg)
+		return b.open(end)
 	case t != 0:
-		if b.probeOKs++; b.probeOKs < cfg.HalfOpenProbes {
-			return nil
-		}
 		b.closedSince, b.streak = end, 0
 		return b.set(StateClosed, end)
 	case bad:
@@ -122,36 +115,22 @@ func (b *breaker) record(t ticket, e Event, slow bool, w *window, cfg *BreakerCo
 	case answered:
 		b.streak = 0
 	}
-	if b.force != ForceNone || b.state != StateClosed || !(bad || slow) || e.Kind == KindDeadline {
+	if b.force != ForceNone || b.state != StateClosed || !bad {
 		return nil
 	}
 	if b.streak < cfg.ConsecutiveFailures {
 		c := w.counts(end, b.closedSince)
 		calls := float64(c[cSuccess] + c[cFailure] + c[cTimeout])
-		if calls < float64(cfg.MinRequests) ||
-			(float64(c[cFailure]+c[cTimeout])*100/calls < cfg.ErrorPercent && float64(c[cSlow])*100/calls < cfg.SlowCallPercent) {
+		if calls < float64(cfg.MinRequests) || float64(c[cFailure]+c[cTimeout])*100/calls < cfg.ErrorPercent {
 			return nil
 		}
 	}
-	// Opening again within a window of the last close: the recovery did not
-	// hold, so the sleep keeps growing. A recovery that lasted starts over.
-	if b.gen > 0 && end.Sub(b.closedSince) < cfg.Window {
-		b.level++
-	} else {
-		b.level = 0
-	}
-	return b.open(end, cfg)
+	return b.open(end)
 }
 
-// open opens the breaker for SleepWindow doubled per level, up to
-// MaxSleepWindow (or SleepWindow, when that is larger). b.mu held.
-func (b *breaker) open(now time.Time, cfg *BreakerConfig) *StateChange {
-	ceiling := max(cfg.SleepWindow, cfg.MaxSleepWindow)
-	b.sleep = cfg.SleepWindow
-	for i := 0; i < b.level && b.sleep < ceiling; i++ {
-		b.sleep *= 2
-	}
-	b.sleep, b.openedAt, b.streak = min(b.sleep, ceiling), now, 0
+// open opens the breaker. b.mu held.
+func (b *breaker) open(now time.Time) *StateChange {
+	b.openedAt, b.streak = now, 0
 	b.gen++
 	return b.set(StateOpen, now)
 }

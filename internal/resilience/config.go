@@ -43,20 +43,11 @@ type BreakerConfig struct {
 	MinRequests int           `yaml:"min_requests" json:"min_requests"` // calls in the window before its rates count; 20
 	// ErrorPercent of failures and timeouts in the window opens it; 50.
 	ErrorPercent float64 `yaml:"error_percent" json:"error_percent"`
-	// SlowCallDuration makes a call slow; 0: 80% of the sub-budget in force.
-	SlowCallDuration time.Duration `yaml:"slow_call_duration" json:"slow_call_duration"`
-	// SlowCallPercent of slow calls in the window opens it; 100.
-	SlowCallPercent float64 `yaml:"slow_call_percent" json:"slow_call_percent"`
 	// ConsecutiveFailures (failures and timeouts with no answer between)
 	// open it at once, whatever the window holds; 10.
 	ConsecutiveFailures int `yaml:"consecutive_failures" json:"consecutive_failures"`
-	// SleepWindow is how long it stays open before a probe, doubled by each
-	// failed probe up to MaxSleepWindow; 500ms.
+	// SleepWindow is how long it stays open before one probe; 500ms.
 	SleepWindow time.Duration `yaml:"sleep_window" json:"sleep_window"`
-	// MaxSleepWindow caps the sleep; 5s. A larger SleepWindow is kept as it is.
-	MaxSleepWindow time.Duration `yaml:"max_sleep_window" json:"max_sleep_window"`
-	// HalfOpenProbes admitted while half-open, all to succeed to close it; 1.
-	HalfOpenProbes int `yaml:"half_open_probes" json:"half_open_probes"`
 }
 
 // RetryConfig bounds the retries of failures.
@@ -67,10 +58,6 @@ type RetryConfig struct {
 	// MaxBackoff (100ms); the wait is drawn from (0, backoff]; 10ms.
 	Backoff    time.Duration `yaml:"backoff" json:"backoff"`
 	MaxBackoff time.Duration `yaml:"max_backoff" json:"max_backoff"`
-	// BudgetPercent: retries in the window stay under this share of the
-	// calls (20) plus BudgetMin (10).
-	BudgetPercent float64 `yaml:"budget_percent" json:"budget_percent"`
-	BudgetMin     int     `yaml:"budget_min" json:"budget_min"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -84,16 +71,11 @@ func (c Config) WithDefaults() Config {
 	c.Breaker.Buckets = cmp.Or(c.Breaker.Buckets, 10)
 	c.Breaker.MinRequests = cmp.Or(c.Breaker.MinRequests, 20)
 	c.Breaker.ErrorPercent = cmp.Or(c.Breaker.ErrorPercent, 50)
-	c.Breaker.SlowCallPercent = cmp.Or(c.Breaker.SlowCallPercent, 100)
 	c.Breaker.ConsecutiveFailures = cmp.Or(c.Breaker.ConsecutiveFailures, 10)
 	c.Breaker.SleepWindow = cmp.Or(c.Breaker.SleepWindow, 500*time.Millisecond)
-	c.Breaker.MaxSleepWindow = cmp.Or(c.Breaker.MaxSleepWindow, 5*time.Second)
-	c.Breaker.HalfOpenProbes = cmp.Or(c.Breaker.HalfOpenProbes, 1)
 	c.Retry.MaxAttempts = cmp.Or(c.Retry.MaxAttempts, 2)
 	c.Retry.Backoff = cmp.Or(c.Retry.Backoff, 10*time.Millisecond)
 	c.Retry.MaxBackoff = cmp.Or(c.Retry.MaxBackoff, 100*time.Millisecond)
-	c.Retry.BudgetPercent = cmp.Or(c.Retry.BudgetPercent, 20)
-	c.Retry.BudgetMin = cmp.Or(c.Retry.BudgetMin, 10)
 	return c
 }
 
@@ -121,16 +103,10 @@ func (c Config) Validate() error {
 		"breaker.window", "must hold buckets of at least 10ms, got %v for %d buckets", b.Window, b.Buckets)
 	check(b.MinRequests >= 1, "breaker.min_requests", "must be at least 1, got %d", b.MinRequests)
 	check(b.ErrorPercent > 0 && b.ErrorPercent <= 100, "breaker.error_percent", "must be in (0, 100], got %v", b.ErrorPercent)
-	check(b.SlowCallPercent > 0 && b.SlowCallPercent <= 100, "breaker.slow_call_percent", "must be in (0, 100], got %v", b.SlowCallPercent)
-	check(b.SlowCallDuration >= 0, "breaker.slow_call_duration", "must not be negative, got %v", b.SlowCallDuration)
 	check(b.SleepWindow > 0, "breaker.sleep_window", "must be positive, got %v", b.SleepWindow)
 	check(b.ConsecutiveFailures >= 1, "breaker.consecutive_failures", "must be at least 1, got %d", b.ConsecutiveFailures)
-	check(b.MaxSleepWindow > 0, "breaker.max_sleep_window", "must be positive, got %v", b.MaxSleepWindow)
-	check(b.HalfOpenProbes >= 1, "breaker.half_open_probes", "must be at least 1, got %d", b.HalfOpenProbes)
 	check(r.MaxAttempts >= 1 && r.MaxAttempts <= 10, "retry.max_attempts", "must be 1..10, got %d", r.MaxAttempts)
 	check(r.Backoff >= 0, "retry.backoff", "must not be negative, got %v", r.Backoff)
 	check(r.MaxBackoff >= r.Backoff, "retry.max_backoff", "must be at least retry.backoff (%v), got %v", r.Backoff, r.MaxBackoff)
-	check(r.BudgetPercent >= 0 && r.BudgetPercent <= 100, "retry.budget_percent", "must be in [0, 100], got %v", r.BudgetPercent)
-	check(r.BudgetMin >= 0, "retry.budget_min", "must not be negative, got %d", r.BudgetMin)
 	return errors.Join(errs...)
 }

@@ -5,9 +5,8 @@
 //	breaker   open → KindShortCircuited, nothing called
 //	bulkhead  full → KindRejected, nothing called
 //	context   the sub-budget's deadline, which cancels the work
-//	attempts  fn, retried on KindFailure while the breaker is closed, the
-//	          retry budget has room and the time left holds a backoff and a
-//	          typical attempt
+//	attempts  fn, retried on KindFailure while the breaker is closed and
+//	          the time left holds a backoff and a typical attempt
 //
 // So nothing outlives the caller's budget, a sick dependency costs no slot,
 // and retries stay inside the slot and the sub-budget. Fallback runs after

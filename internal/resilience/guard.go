@@ -215,7 +215,7 @@ func (c *call[T]) admit() error {
 	}
 	c.probe = t
 	if !g.bulkhead.tryAcquire() {
-		g.breaker.record(t, Event{Kind: KindDeadline, Start: c.start}, false, c.s.window, &cfg.Breaker) // a probe that never ran gives its place back
+		g.breaker.record(t, Event{Kind: KindDeadline, Start: c.start}, c.s.window, &cfg.Breaker) // a probe that never ran gives its place back
 		return c.refuse(KindRejected, nil)
 	}
 	return nil
@@ -264,12 +264,11 @@ func (c *call[T]) classify(ctx context.Context, err error) Kind {
 // tells the listener and the call's span. A cut by the caller says nothing
 // of the dependency.
 func (c *call[T]) settle(e Event) {
-	g, cfg := c.g, &c.s.cfg.Breaker
-	slow := e.Duration >= cmp.Or(cfg.SlowCallDuration, g.inForce(c.s)*8/10) // by default 80% of the sub-budget
+	g := c.g
 	if e.Kind != KindDeadline {
-		c.s.window.record(e, slow)
+		c.s.window.record(e)
 	}
-	g.notify(g.breaker.record(c.probe, e, slow, c.s.window, cfg))
+	g.notify(g.breaker.record(c.probe, e, c.s.window, &c.s.cfg.Breaker))
 	g.tell(c.ctx, e)
 	if c.span.IsRecording() {
 		c.span.AddEvent("attempt", trace.WithAttributes(attribute.Int("orderagg.attempt", e.Attempt),
@@ -278,8 +277,8 @@ func (c *call[T]) settle(e Event) {
 }
 
 // mayRetry reports, having waited the backoff, whether to retry a failure:
-// not a probe, attempts left, the breaker closed, room in the retry budget,
-// and time left for the backoff and a typical (P50) attempt.
+// not a probe, attempts left, the breaker closed, and time left for the
+// backoff and a typical (P50) attempt.
 func (c *call[T]) mayRetry(cctx context.Context) bool {
 	g, r := c.g, &c.s.cfg.Retry
 	if st := g.breaker.reported(); c.probe != 0 || c.made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
@@ -293,7 +292,7 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 		wait = time.Duration(g.randN(int64(wait)) + 1)
 	}
 	now := g.clock.Now()
-	if !c.budgetLeft(now) || c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
+	if c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
 		return false
 	}
 	select {
@@ -302,15 +301,6 @@ func (c *call[T]) mayRetry(cctx context.Context) bool {
 	case <-cctx.Done():
 		return false
 	}
-}
-
-// budgetLeft reports whether the retries in the window are under
-// BudgetPercent of the calls plus BudgetMin: an outage must not multiply
-// the load on a sick dependency.
-func (c *call[T]) budgetLeft(now time.Time) bool {
-	n, r := c.s.window.counts(now, time.Time{}), &c.s.cfg.Retry
-	calls := n[cSuccess] + n[cFailure] + n[cTimeout] + n[cBadRequest] - n[cRetry]
-	return n[cRetry] < int64(float64(calls)*r.BudgetPercent/100)+int64(r.BudgetMin)
 }
 
 // Fallback runs fb after a guarded call failed with cause, bounded by the

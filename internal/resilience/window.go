@@ -19,7 +19,6 @@ const (
 	cRejected
 	cBadRequest
 	cDeadline
-	cSlow
 	cRetry
 	cFallbackSuccess
 	cFallbackFailure
@@ -29,7 +28,7 @@ const (
 )
 
 var counterNames = append(kindNames[:len(kindNames):len(kindNames)],
-	"slow", "retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
+	"retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
 
 // Latencies fall in log-linear bins of microseconds: one per value below
 // 16µs, then 8 per power of two, so a bin's upper bound is within 12.5% of
@@ -109,9 +108,9 @@ func (w *window) add(now time.Time, c counter) {
 	w.at(now).counts[c]++
 }
 
-// record adds an attempt that reached the dependency: its kind, latency and
-// slowness; every attempt after the first counts as a retry.
-func (w *window) record(e Event, slow bool) {
+// record adds an attempt that reached the dependency: its kind and latency;
+// every attempt after the first counts as a retry.
+func (w *window) record(e Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b, bin := w.at(e.Start.Add(e.Duration)), binOf(e.Duration)
@@ -119,9 +118,6 @@ func (w *window) record(e Event, slow bool) {
 		b.ok[bin]++
 	} else {
 		b.other[bin]++
-	}
-	if slow {
-		b.counts[cSlow]++
 	}
 	if e.Attempt > 1 {
 		b.counts[cRetry]++

@@ -206,15 +206,15 @@ func flapping(ctx context.Context, e *experiment) error {
 }
 
 // kindOldBreaker is orderagg with the breaker settings before the
-// consecutive-failure trip and the growing sleep: a trip only on the 10 s
-// rate window, and a fixed 5 s sleep.
+// consecutive-failure trip: a trip only on the 10 s rate window, and a 5 s
+// sleep.
 const kindOldBreaker = "orderagg, old breaker"
 
 func rateWindowOnly(d *config.Dependencies) {
 	for _, name := range d.Names() {
 		d.Update(name, func(x *config.Dependency) {
 			x.Breaker.ConsecutiveFailures = 1_000_000_000 // never reached
-			x.Breaker.SleepWindow, x.Breaker.MaxSleepWindow = 5*time.Second, 5*time.Second
+			x.Breaker.SleepWindow = 5 * time.Second
 		})
 	}
 }

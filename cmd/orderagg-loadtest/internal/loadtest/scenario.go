@@ -29,7 +29,7 @@ func scenarios() []scenario {
 	return []scenario{
 		{"bulkhead-sweep", "bulkhead size 1…64 on an 80 ms dependency at 80 closed-loop workers", bulkheadSweep},
 		{"hang", "one dependency hanging: healthy vs hanging, orderagg vs the bare floor", hang},
-		{"retry-storm", "a dependency failing 50 %: physical attempts per request, retry budget vs naive retries", retryStorm},
+		{"retry-storm", "a dependency failing 50 %: physical attempts per request, bounded vs naive retries", retryStorm},
 		{"floor", "healthy zero-latency downstreams: orderagg's cost against the bare floor", floorCost},
 		{"outage", "throughput and P99 second by second through a 10 s logistics hang", outage},
 		{"core-down", "the order down and uncached: calls to the other three per refused page", coreDown},
