@@ -71,13 +71,11 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	}
 	gauges.Cache = store.Stats
 
-	// An adaptive sub-budget can use at most what a page leaves a call: the
-	// deadline minus the reserve.
 	guards := map[string]*resilience.Guard{}
 	for _, name := range cfg.Dependencies.Names() {
 		d, _ := cfg.Dependencies.Get(name)
 		g, err := resilience.New(name, d.Config, resilience.WithListener(tel.Listener()),
-			resilience.WithTracerProvider(tel.TracerProvider()), resilience.WithCallsEnd(cfg.Deadline-cfg.Reserve))
+			resilience.WithTracerProvider(tel.TracerProvider()))
 		if err != nil {
 			return err
 		}

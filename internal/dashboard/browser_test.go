@@ -448,7 +448,6 @@ func firstLoadReport(now time.Time, step int64) handlers.ResilienceReport {
 			Timeout:      resilience.Millis(p.timeout.Truncate(time.Millisecond)),
 			TimeoutMode:  "fixed",
 			WindowMS:     10000,
-			Warnings:     []string{},
 		}
 		if p.name == sim.ServiceCoupon {
 			rec := resilience.Millis(148 * time.Millisecond)
@@ -493,7 +492,7 @@ func TestBrowserFirstLoadExplainsItself(t *testing.T) {
 		fmt.Fprintf(w, "retry: 600000\n\nevent: report\ndata: {\"generated_at\":%q,\"deadline_ms\":1500,\"dependencies\":["+
 			`{"name":"coupon","breaker":"CLOSED","counts":{"success":3},"error_percent":0,`+
 			`"latency_ms":{"p50":3,"p90":4,"p99":5,"p999":6,"count":3},"bulkhead":{"in_use":0,"capacity":10,"queued":0},`+
-			`"timeout_ms":300,"recommended_timeout_ms":null,"window_ms":10000,"warnings":[]}]}`+"\n\n", now.Format(time.RFC3339))
+			`"timeout_ms":300,"recommended_timeout_ms":null,"window_ms":10000}]}`+"\n\n", now.Format(time.RFC3339))
 		w.(http.Flusher).Flush()
 		select {
 		case <-r.Context().Done():

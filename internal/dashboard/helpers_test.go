@@ -36,7 +36,6 @@ func countingReport() func() handlers.ResilienceReport {
 			DeadlineMS:  n,
 			Dependencies: []resilience.Snapshot{{
 				Name: "logistics", Breaker: resilience.StateClosed, Counts: map[string]int64{"success": n},
-				Warnings: []string{},
 			}},
 		}
 	}

@@ -79,6 +79,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// autoBounds are an adaptive sub-budget's limits: TimeoutMin and TimeoutMax.
+func (c *Config) autoBounds() (lo, hi time.Duration) {
+	return c.TimeoutMin, cmp.Or(c.TimeoutMax, c.Timeout)
+}
+
 // Validate reports every invalid setting, one "key: what is wrong" error
 // each, joined. It checks values after defaults: call it on WithDefaults'
 // result.

@@ -44,6 +44,24 @@ type Listener interface {
 	OnStateChange(c StateChange)
 }
 
+// Clock is a guard's one source of time: Now, the retries' waits (After)
+// and the sub-budgets' contexts (WithDeadline, as context.WithDeadline).
+// The callers' context deadlines are read as times of the same clock.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+	WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc)
+}
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+func (SystemClock) Now() time.Time                         { return time.Now() }
+func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (SystemClock) WithDeadline(ctx context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(ctx, d)
+}
+
 // Option configures a Guard at construction.
 type Option func(*Guard)
 
@@ -56,12 +74,6 @@ func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN 
 
 // WithListener sets the listener of every event and state change.
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
-
-// WithCallsEnd sets the most a caller ever gives a call (the page's deadline
-// minus its reserve; 0, the default: no bound). A cut there is the caller's
-// DEADLINE, unseen by the breaker, so an adaptive sub-budget stays at least
-// a millisecond below it and Snapshot warns when the recommendation reaches it.
-func WithCallsEnd(d time.Duration) Option { return func(g *Guard) { g.callsEnd = d } }
 
 // WithTracerProvider makes the guard start spans (none without it): a
 // call's "dependency <name>", child of the caller's span and parent of the
@@ -82,12 +94,12 @@ type Guard struct {
 	randN    func(n int64) int64
 	listener Listener
 	tracer   trace.Tracer // nil: no spans
-	callsEnd time.Duration
 	cur      atomic.Pointer[settings]
-	bulkhead bulkhead
+	inUse    atomic.Int64 // bulkhead slots held, until the guarded function has returned
+	capacity atomic.Int64 // bulkhead slots
 	breaker  breaker
-	learnt   atomic.Int64 // ns: the adaptive sub-budget in force
-	lookedAt atomic.Int64 // unix ns of the adaptive sub-budget's last look at the window
+	timeout  atomic.Int64 // ns: the sub-budget in force
+	lookedAt atomic.Int64 // unix ns of an adaptive sub-budget's last look at the window
 }
 
 // settings is one configuration and the window it is measured over.
@@ -117,8 +129,10 @@ func (g *Guard) Name() string { return g.name }
 func (g *Guard) Config() Config { return g.cur.Load().cfg }
 
 // Reconfigure puts cfg in force atomically; calls in flight finish under
-// the settings they started with. A new window length or bucket count
-// starts a fresh window. An invalid cfg changes nothing.
+// the settings they started with, and calls beyond a smaller bulkhead
+// finish as they are. A new window length or bucket count starts a fresh
+// window. An adaptive sub-budget that stays adaptive keeps what it learnt,
+// within the new bounds. An invalid cfg changes nothing.
 func (g *Guard) Reconfigure(cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -128,13 +142,16 @@ func (g *Guard) Reconfigure(cfg Config) error {
 	if old != nil && old.cfg.Breaker.Window == cfg.Breaker.Window && old.cfg.Breaker.Buckets == cfg.Breaker.Buckets {
 		next.window = old.window
 	}
-	g.bulkhead.resize(cfg.Bulkhead.MaxConcurrent)
-	from := time.Duration(g.learnt.Load()) // kept, within the new bounds, while it stays adaptive
-	if old == nil || !old.cfg.AutoTimeout {
-		from = cfg.Timeout
+	g.capacity.Store(int64(cfg.Bulkhead.MaxConcurrent))
+	timeout := cfg.Timeout
+	if cfg.AutoTimeout {
+		if old != nil && old.cfg.AutoTimeout {
+			timeout = time.Duration(g.timeout.Load())
+		}
+		lo, hi := cfg.autoBounds()
+		timeout = min(max(timeout, lo), hi)
 	}
-	lo, hi := g.autoBounds(&cfg)
-	g.learnt.Store(int64(min(max(from, lo), hi)))
+	g.timeout.Store(int64(timeout))
 	g.cur.Store(next)
 	return nil
 }
@@ -159,11 +176,10 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 // A nil error means fn's value is good; otherwise the error is an *Error
 // whose Kind says what happened, wrapping fn's last error.
 func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(context.Context) (T, error)) (v T, err error) {
-	c := &call[T]{g: g, s: g.cur.Load(), fn: fn}
+	c := &call{g: g, s: g.cur.Load(), start: g.clock.Now()}
 	c.ctx, c.span = g.startSpan(ctx, "dependency ")
 	defer func() { endSpan(c.span, KindOf(err).String(), err) }()
-	c.start = g.clock.Now()
-	c.end = c.start.Add(g.timeout(c.s, c.start))
+	c.end = c.start.Add(g.subBudget(c.s, c.start))
 	if dl, ok := ctx.Deadline(); ok && !dl.After(c.end) {
 		c.end, c.callers = dl, true
 	}
@@ -173,38 +189,39 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 	if err := c.admit(); err != nil {
 		return v, err
 	}
-	defer g.bulkhead.release()
+	defer g.inUse.Add(-1)
 	cctx, cancel := g.clock.WithDeadline(c.ctx, c.end)
 	defer cancel()
-	for {
-		c.made++
-		got, e := c.attempt(cctx)
+	for attempt := 1; ; attempt++ {
+		e := Event{Dependency: g.name, Attempt: attempt, Probe: c.probe != 0, Start: g.clock.Now()}
+		got, fnErr := fn(cctx)
+		e.Duration, e.Err = g.clock.Now().Sub(e.Start), fnErr
+		e.Kind = c.classify(cctx, fnErr)
+		c.settle(e)
 		if e.Kind == KindSuccess {
 			return got, nil
 		}
-		if e.Kind != KindFailure || !c.mayRetry(cctx) {
-			return v, &Error{Dependency: g.name, Kind: e.Kind, Attempts: c.made, Err: e.Err}
+		if e.Kind != KindFailure || !c.mayRetry(cctx, attempt) {
+			return v, &Error{Dependency: g.name, Kind: e.Kind, Attempts: attempt, Err: fnErr}
 		}
 	}
 }
 
 // call is one guarded call, from its start to its last attempt.
-type call[T any] struct {
+type call struct {
 	g       *Guard
 	s       *settings
-	fn      func(context.Context) (T, error)
 	ctx     context.Context // the caller's, with the call's span
 	span    trace.Span
 	start   time.Time
 	end     time.Time // when the call's time is up
 	callers bool      // end is the caller's deadline or bound, not the timeout's
 	probe   ticket
-	made    int // attempts started
 }
 
 // admit passes the call through the budget, the breaker and the bulkhead,
 // in that order; a nil error means it holds a slot.
-func (c *call[T]) admit() error {
+func (c *call) admit() error {
 	g, cfg := c.g, &c.s.cfg
 	if !c.end.After(c.start) || c.ctx.Err() != nil {
 		return c.refuse(KindDeadline, cmp.Or(c.ctx.Err(), context.DeadlineExceeded))
@@ -214,16 +231,29 @@ func (c *call[T]) admit() error {
 		return c.refuse(KindShortCircuited, nil)
 	}
 	c.probe = t
-	if !g.bulkhead.tryAcquire() {
+	if !g.acquire() {
 		g.breaker.record(t, Event{Kind: KindDeadline, Start: c.start}, c.s.window, &cfg.Breaker) // a probe that never ran gives its place back
 		return c.refuse(KindRejected, nil)
 	}
 	return nil
 }
 
+// acquire takes a bulkhead slot, if one is free.
+func (g *Guard) acquire() bool {
+	for {
+		n := g.inUse.Load()
+		if n >= g.capacity.Load() {
+			return false
+		}
+		if g.inUse.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // refuse records a call that never reached the dependency (in the window
 // unless for want of budget).
-func (c *call[T]) refuse(kind Kind, cause error) error {
+func (c *call) refuse(kind Kind, cause error) error {
 	if kind != KindDeadline {
 		c.s.window.add(c.start, counter(kind))
 	}
@@ -231,20 +261,10 @@ func (c *call[T]) refuse(kind Kind, cause error) error {
 	return &Error{Dependency: c.g.name, Kind: kind, Err: cause}
 }
 
-// attempt makes attempt c.made in ctx, classifies its outcome and settles it.
-func (c *call[T]) attempt(ctx context.Context) (T, Event) {
-	e := Event{Dependency: c.g.name, Attempt: c.made, Probe: c.probe != 0, Start: c.g.clock.Now()}
-	v, err := c.fn(ctx)
-	e.Duration, e.Err = c.g.clock.Now().Sub(e.Start), err
-	e.Kind = c.classify(ctx, err)
-	c.settle(e)
-	return v, e
-}
-
 // classify turns fn's result into a kind by whose time ran out: the
 // timeout's is the dependency's KindTimeout; the caller's deadline, bound
 // or cancellation is KindDeadline.
-func (c *call[T]) classify(ctx context.Context, err error) Kind {
+func (c *call) classify(ctx context.Context, err error) Kind {
 	cut := ctx.Err() != nil
 	callers := c.ctx.Err() != nil || (cut && c.callers)
 	switch {
@@ -260,10 +280,9 @@ func (c *call[T]) classify(ctx context.Context, err error) Kind {
 	return KindOf(err)
 }
 
-// settle records a finished attempt in the window, feeds the breaker and
-// tells the listener and the call's span. A cut by the caller says nothing
-// of the dependency.
-func (c *call[T]) settle(e Event) {
+// settle records a finished attempt in the window (unless the caller cut
+// it), feeds the breaker and tells the listener and the call's span.
+func (c *call) settle(e Event) {
 	g := c.g
 	if e.Kind != KindDeadline {
 		c.s.window.record(e)
@@ -276,23 +295,23 @@ func (c *call[T]) settle(e Event) {
 	}
 }
 
-// mayRetry reports, having waited the backoff, whether to retry a failure:
-// not a probe, attempts left, the breaker closed, and time left for the
-// backoff and a typical (P50) attempt.
-func (c *call[T]) mayRetry(cctx context.Context) bool {
+// mayRetry reports, having waited the backoff, whether to retry a failure
+// of the attempt made: not a probe, attempts left, the breaker closed, and
+// time left for the backoff and a typical (P50) attempt.
+func (c *call) mayRetry(cctx context.Context, made int) bool {
 	g, r := c.g, &c.s.cfg.Retry
-	if st := g.breaker.reported(); c.probe != 0 || c.made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
+	if st := g.breaker.reported(); c.probe != 0 || made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
 		return false
 	}
 	wait := r.Backoff // doubled per retry made, at most MaxBackoff, then drawn from (0, wait]
-	for i := 1; i < c.made && wait < r.MaxBackoff; i++ {
+	for i := 1; i < made && wait < r.MaxBackoff; i++ {
 		wait *= 2
 	}
 	if wait = min(wait, r.MaxBackoff); wait > 0 {
 		wait = time.Duration(g.randN(int64(wait)) + 1)
 	}
 	now := g.clock.Now()
-	if c.end.Sub(now) < wait+c.s.window.latencies(now, false).quantile(0.5) {
+	if c.end.Sub(now) < wait+c.s.window.latencies(now, false).P50 {
 		return false
 	}
 	select {
@@ -349,16 +368,15 @@ func (g *Guard) notify(c *StateChange) {
 }
 
 var (
-	attrDependency = attribute.Key("orderagg.dependency")
-	attrEvent      = attribute.Key("orderagg.event")
-	noSpan         = trace.SpanFromContext(context.Background())
+	attrEvent = attribute.Key("orderagg.event")
+	noSpan    = trace.SpanFromContext(context.Background())
 )
 
 func (g *Guard) startSpan(ctx context.Context, prefix string) (context.Context, trace.Span) {
 	if g.tracer == nil {
 		return ctx, noSpan
 	}
-	return g.tracer.Start(ctx, prefix+g.name, trace.WithAttributes(attrDependency.String(g.name)))
+	return g.tracer.Start(ctx, prefix+g.name, trace.WithAttributes(attribute.String("orderagg.dependency", g.name)))
 }
 
 func endSpan(span trace.Span, event string, err error) {

@@ -137,7 +137,7 @@ func TestKinds(t *testing.T) {
 
 func bg() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }
 
-func inUse(g *Guard) int { return int(g.bulkhead.usage().InUse) }
+func inUse(g *Guard) int { return int(g.inUse.Load()) }
 
 func TestErrorWrapsCause(t *testing.T) {
 	g := mustGuard(t, Config{Retry: RetryConfig{MaxAttempts: 1}})
@@ -489,7 +489,7 @@ func TestReconfigureWhileInFlight(t *testing.T) {
 // just finished, the way Do does: the advisor tests need thousands of calls
 // inside one window, which a sequential fake clock could not fit.
 func feed(g *Guard, n int, kind Kind, lat time.Duration) {
-	c := &call[struct{}]{g: g, s: g.cur.Load(), ctx: context.Background(), span: noSpan}
+	c := &call{g: g, s: g.cur.Load(), ctx: context.Background(), span: noSpan}
 	for range n {
 		end := g.clock.Now()
 		c.settle(Event{Dependency: g.name, Attempt: 1, Start: end.Add(-lat), Duration: lat, Kind: kind})
@@ -508,48 +508,36 @@ func TestAdvisor(t *testing.T) {
 	t.Run("healthy baseline", func(t *testing.T) {
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))
 		feed(g, AdvisorMinSuccesses-1, KindSuccess, 20*time.Millisecond)
-		if s := g.Snapshot(); s.RecommendedTimeout != nil || len(s.Warnings) != 0 {
-			t.Fatalf("%d successes: recommended %v, warnings %q; want none yet", AdvisorMinSuccesses-1, dur(s.RecommendedTimeout), s.Warnings)
+		if s := g.Snapshot(); s.RecommendedTimeout != nil {
+			t.Fatalf("%d successes: recommended %v; want none yet", AdvisorMinSuccesses-1, dur(s.RecommendedTimeout))
 		}
 		healthyBaseline(g)
-		s := g.Snapshot()
 		// P99 ≈ 20.5 ms, P99.9 ≈ 41 ms (bin upper bounds): max(61, 82) + 50.
-		if dur(s.RecommendedTimeout) != 132*time.Millisecond {
-			t.Fatalf("recommended %v for %+v", dur(s.RecommendedTimeout), s.SuccessLatency)
-		}
-		if len(s.Warnings) != 0 {
-			t.Fatalf("warnings %q on a healthy dependency with a generous timeout", s.Warnings)
+		if s := g.Snapshot(); dur(s.RecommendedTimeout) != 132*time.Millisecond {
+			t.Fatalf("recommended %v for %+v", dur(s.RecommendedTimeout), s.Latency)
 		}
 	})
 
 	t.Run("hang", func(t *testing.T) {
-		// The issue: logistics hung, one timed-out call in the window. Its
-		// 500 ms is the budget, not the dependency's latency.
+		// One timed-out call in the window: its 500 ms is the budget, not
+		// the dependency's latency.
 		g := mustGuard(t, logistics, WithClock(newFakeClock()))
 		feed(g, 1, KindTimeout, 500*time.Millisecond)
-		s := g.Snapshot()
-		if s.RecommendedTimeout != nil || len(s.Warnings) != 0 {
-			t.Fatalf("one timeout: recommended %v, warnings %q", dur(s.RecommendedTimeout), s.Warnings)
+		if s := g.Snapshot(); s.RecommendedTimeout != nil {
+			t.Fatalf("one timeout: recommended %v", dur(s.RecommendedTimeout))
 		}
-		// After a healthy baseline: the hang opens the breaker, the advice
-		// stays what the successes say and nothing claims healthy calls
-		// are cut off.
+		// After a healthy baseline: the hang opens the breaker and the
+		// advice stays what the successes say.
 		g = mustGuard(t, logistics, WithClock(newFakeClock()))
 		healthyBaseline(g)
 		before := dur(g.Snapshot().RecommendedTimeout)
 		feed(g, 50, KindTimeout, 500*time.Millisecond)
-		s = g.Snapshot()
+		s := g.Snapshot()
 		if s.Breaker != StateOpen {
 			t.Fatalf("breaker %v after 50 timeouts in a row", s.Breaker)
 		}
-		if dur(s.RecommendedTimeout) != before || len(s.Warnings) != 0 {
-			t.Fatalf("during a hang: recommended %v (before %v), warnings %q", dur(s.RecommendedTimeout), before, s.Warnings)
-		}
-		// Failures dominating with the breaker forced closed: still no advice.
-		g.ForceBreaker(ForceClosed)
-		feed(g, 2000, KindTimeout, 500*time.Millisecond)
-		if s := g.Snapshot(); len(s.Warnings) != 0 {
-			t.Fatalf("failures dominate: warnings %q", s.Warnings)
+		if dur(s.RecommendedTimeout) != before {
+			t.Fatalf("during a hang: recommended %v (before %v)", dur(s.RecommendedTimeout), before)
 		}
 	})
 
@@ -563,42 +551,9 @@ func TestAdvisor(t *testing.T) {
 		feed(g, 10, KindSuccess, 330*time.Millisecond)
 		s := g.Snapshot()
 		if rec := dur(s.RecommendedTimeout); rec < 3*300*time.Millisecond || rec%time.Millisecond != 0 {
-			t.Fatalf("recommended %v for %+v", rec, s.SuccessLatency)
-		}
-		if len(s.Warnings) != 1 || contains(s.Warnings[0], "cut off") || !contains(s.Warnings[0], "below the recommended") {
-			t.Fatalf("warnings %q: want only that the timeout is tighter than the rule", s.Warnings)
-		}
-		// It shifts further: 2 % now run past the budget while successes
-		// crowd up to it (below the 400 ms slow-call mark, so the breaker
-		// stays closed). Those are healthy calls cut off, and it says so.
-		clk.Advance(11 * time.Second)
-		for range 20 {
-			feed(g, 49, KindSuccess, 380*time.Millisecond)
-			feed(g, 1, KindTimeout, 500*time.Millisecond)
-		}
-		s = g.Snapshot()
-		if s.Breaker != StateClosed || len(s.Warnings) != 1 || !contains(s.Warnings[0], "healthy calls are being cut off") {
-			t.Fatalf("breaker %v, warnings %q: want the cut-off warning", s.Breaker, s.Warnings)
+			t.Fatalf("recommended %v for %+v", rec, s.Latency)
 		}
 	})
-}
-
-// The advice is measured against the calls' end (deadline − reserve), not
-// the page's whole deadline: a sub-budget past it is blind to a hang.
-func TestSnapshotWarnsAtTheCallsEnd(t *testing.T) {
-	clk := newFakeClock()
-	g := mustGuard(t, Config{Timeout: 600 * time.Millisecond}, WithClock(clk), WithCallsEnd(1400*time.Millisecond))
-	feed(g, 1000, KindSuccess, 450*time.Millisecond) // P99 ≈ 459 ms: the rule says ≈ 1427 ms
-	s := g.Snapshot()
-	if rec := dur(s.RecommendedTimeout); rec <= 1400*time.Millisecond || rec >= 1500*time.Millisecond {
-		t.Fatalf("recommended %v: the test wants it between the calls' end and the deadline", dur(s.RecommendedTimeout))
-	}
-	if len(s.Warnings) != 2 || !contains(s.Warnings[1], "reaches the calls' end 1.4s") {
-		t.Fatalf("warnings %q: want the calls' end warning", s.Warnings)
-	}
-	if s := mustGuard(t, Config{Timeout: 500 * time.Millisecond}, WithClock(clk)).Snapshot(); len(s.Warnings) != 0 {
-		t.Fatalf("no calls' end, no feed: warnings %q", s.Warnings)
-	}
 }
 
 func TestConfigValidateNamesKey(t *testing.T) {

@@ -64,7 +64,7 @@ func faultAt(onset, heal time.Duration, hang bool) model {
 type simCall struct {
 	start, end time.Duration
 	kind       Kind // what the dependency answered, or why it was turned away
-	c          *call[struct{}]
+	c          *call
 }
 
 type eventHeap []*simCall
@@ -141,7 +141,7 @@ func simulateArrivals(cfg Config, rate float64, dur time.Duration, seed uint64, 
 		if h.Len() > 0 && h[0].end <= next {
 			sc := heap.Pop(&h).(*simCall)
 			end := at(sc.end)
-			g.bulkhead.release()
+			g.inUse.Add(-1)
 			sc.c.settle(Event{Dependency: g.name, Attempt: 1, Start: res.start.Add(sc.start), Duration: end.Sub(res.start.Add(sc.start)), Kind: sc.kind})
 			if (sc.kind == KindFailure || sc.kind == KindTimeout) && res.firstBad < 0 {
 				res.firstBad = sc.end
@@ -158,7 +158,7 @@ func simulateArrivals(cfg Config, rate float64, dur time.Duration, seed uint64, 
 			next += gap/2 + time.Duration(rng.Int64N(int64(gap)+1))
 		}
 		f := m(rng, sc.start)
-		sc.c = &call[struct{}]{g: g, s: g.cur.Load(), ctx: ctx, span: noSpan, start: now, end: now.Add(simBudget)}
+		sc.c = &call{g: g, s: g.cur.Load(), ctx: ctx, span: noSpan, start: now, end: now.Add(simBudget)}
 		if err := sc.c.admit(); err != nil {
 			sc.kind = KindOf(err)
 			if sc.kind == KindShortCircuited {

@@ -136,41 +136,34 @@ func (w *window) counts(now, since time.Time) (out [numCounters]int64) {
 	return out
 }
 
-// histogram is the window's latencies, merged.
-type histogram struct {
-	bins  [numBins]int64
-	total int64
-}
-
-// latencies merges the latencies of the successful attempts when okOnly,
-// else of every attempt that reached the dependency.
-func (w *window) latencies(now time.Time, okOnly bool) *histogram {
-	h := new(histogram)
+// latencies are the percentiles of the successful attempts when okOnly,
+// else of every attempt that reached the dependency. A percentile is the
+// upper bound of the bin holding it; 0 when there are no latencies.
+func (w *window) latencies(now time.Time, okOnly bool) Percentiles {
+	var bins [numBins]int64
+	var total int64
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for _, b := range w.live(now, time.Time{}) {
-		for i := range h.bins {
+		for i := range bins {
 			n := int64(b.ok[i])
 			if !okOnly {
 				n += int64(b.other[i])
 			}
-			h.bins[i] += n
-			h.total += n
+			bins[i] += n
+			total += n
 		}
 	}
-	return h
-}
-
-// quantile is the upper bound of the bin holding the q-th quantile
-// (0 < q ≤ 1); 0 when there are no latencies.
-func (h *histogram) quantile(q float64) time.Duration {
-	var seen int64
-	for i, n := range h.bins {
-		if seen += n; n > 0 && float64(seen) >= q*float64(h.total) {
-			return binUpper(i)
+	w.mu.Unlock()
+	quantile := func(q float64) time.Duration {
+		var seen int64
+		for i, n := range bins {
+			if seen += n; n > 0 && float64(seen) >= q*float64(total) {
+				return binUpper(i)
+			}
 		}
+		return 0
 	}
-	return 0
+	return Percentiles{P50: quantile(0.5), P90: quantile(0.9), P99: quantile(0.99), P999: quantile(0.999), Count: total}
 }
 
 // Percentiles of latency over the window.
@@ -184,8 +177,4 @@ type Percentiles struct {
 func (p Percentiles) MarshalJSON() ([]byte, error) {
 	ms := func(d time.Duration) []byte { b, _ := Millis(d).MarshalJSON(); return b }
 	return fmt.Appendf(nil, `{"p50":%s,"p90":%s,"p99":%s,"p999":%s,"count":%d}`, ms(p.P50), ms(p.P90), ms(p.P99), ms(p.P999), p.Count), nil
-}
-
-func (h *histogram) percentiles() Percentiles {
-	return Percentiles{P50: h.quantile(0.5), P90: h.quantile(0.9), P99: h.quantile(0.99), P999: h.quantile(0.999), Count: h.total}
 }
