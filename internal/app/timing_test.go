@@ -224,7 +224,7 @@ func (e *orderSpans) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpa
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range spans {
-		if s.SpanKind() == trace.SpanKindServer && s.Name() == "GET /v1/orders/{id}" {
+		if s.SpanKind() == trace.SpanKindServer && s.Name() == "GET /v1/orders/:id" {
 			e.spans = append(e.spans, interval{from: s.StartTime(), to: s.EndTime()})
 		}
 	}

@@ -30,7 +30,7 @@ func TestCacheWritesLinkToTheirRequest(t *testing.T) {
 		server, writes = trace.SpanContext{}, nil
 		for _, sp := range exp.GetSpans() {
 			switch {
-			case sp.SpanKind == trace.SpanKindServer && sp.Name == "GET /v1/orders/{id}":
+			case sp.SpanKind == trace.SpanKindServer && sp.Name == "GET /v1/orders/:id":
 				server = sp.SpanContext
 			case sp.Name == "cache write":
 				writes = append(writes, sp)

@@ -80,10 +80,10 @@ func TestCacheSpans(t *testing.T) {
 	spans := h.spans.GetSpans()
 	got := treeLines(spans)
 	for _, want := range []string{
-		"GET /v1/orders/{id} > dependency inventory event=failure ERROR",
-		"GET /v1/orders/{id} > fallback inventory > dependency cache > hmget",
-		"GET /v1/orders/{id} > fallback inventory > dependency cache event=success",
-		"GET /v1/orders/{id} > fallback inventory event=fallback_failure ERROR",
+		"GET /v1/orders/:id > dependency inventory event=failure ERROR",
+		"GET /v1/orders/:id > fallback inventory > dependency cache > hmget",
+		"GET /v1/orders/:id > fallback inventory > dependency cache event=success",
+		"GET /v1/orders/:id > fallback inventory event=fallback_failure ERROR",
 		"cache write > evalsha ERROR", // NOSCRIPT, as Redis said
 		"cache write > eval",
 	} {
@@ -158,10 +158,10 @@ func TestRefusedCacheReadUnderFallback(t *testing.T) {
 
 	got := treeLines(h.spans.GetSpans())
 	want := []string{
-		"GET /v1/orders/{id}",
-		"GET /v1/orders/{id} > dependency coupon event=failure ERROR",
-		"GET /v1/orders/{id} > fallback coupon event=fallback_failure ERROR",
-		"GET /v1/orders/{id} > fallback coupon > dependency cache event=short_circuited ERROR",
+		"GET /v1/orders/:id",
+		"GET /v1/orders/:id > dependency coupon event=failure ERROR",
+		"GET /v1/orders/:id > fallback coupon event=fallback_failure ERROR",
+		"GET /v1/orders/:id > fallback coupon > dependency cache event=short_circuited ERROR",
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {

@@ -14,15 +14,16 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"regexp"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -37,6 +38,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	"golang.org/x/time/rate"
 )
 
 const attrSpanDependency = attribute.Key("orderagg.dependency")
@@ -55,23 +57,18 @@ type Config struct {
 // it once with Setup and Shutdown it last; it is safe for concurrent use.
 type Telemetry struct {
 	tp       trace.TracerProvider // the SDK's, or a no-op one with traces off
-	tracing  bool
 	mp       *sdkmetric.MeterProvider
 	meter    metric.Meter
 	metrics  http.Handler
-	in       *instruments
 	listener *Listener
 	clientIP echo.IPExtractor
-
-	once sync.Once
-	err  error
 }
 
 // Setup builds telemetry from cfg and the OTEL_* environment, and installs
 // its tracer provider and the W3C tracecontext propagator (a caller's
-// baggage is not passed on) as OpenTelemetry's globals. autoexport picks
-// the span exporter (OTEL_TRACES_EXPORTER otlp, console or none; unset,
-// otlp when an OTLP endpoint is set, else none). service.name is "orderagg" unless
+// baggage is not passed on) as OpenTelemetry's globals. The span exporter
+// is autoexport's (OTEL_TRACES_EXPORTER otlp, console or none), none when
+// neither it nor an OTLP endpoint is set. service.name is "orderagg" unless
 // OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME says otherwise. An unknown
 // exporter or protocol, a malformed OTEL_RESOURCE_ATTRIBUTES or a bad
 // trusted proxy is an error naming it.
@@ -99,7 +96,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(prom))
 	meter := mp.Meter("github.com/orderagg/orderagg/internal/telemetry")
-	in, err := newInstruments(meter)
+	l, err := newListener(meter, cfg.Logger)
 	var sp sdktrace.SpanProcessor
 	if err == nil {
 		sp, err = spanProcessor(ctx, cfg.SpanExporter)
@@ -107,21 +104,18 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	if err != nil {
 		return nil, errors.Join(err, mp.Shutdown(ctx))
 	}
-	t := &Telemetry{tp: noop.NewTracerProvider(), mp: mp, meter: meter, in: in, clientIP: ip,
-		listener: &Listener{in: in, log: cfg.Logger},
+	t := &Telemetry{tp: noop.NewTracerProvider(), mp: mp, meter: meter, clientIP: ip, listener: l,
 		// ContinueOnError: a failing collector costs its own series, not the scrape.
 		metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}),
 	}
 	if sp != nil {
-		t.tp, t.tracing = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp)), true
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp))
 	}
 	otel.SetTracerProvider(t.tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	errLog := newLogLimit()
+	errLog := &rate.Sometimes{Interval: time.Second}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		if ok, suppressed := errLog.allow(); ok {
-			cfg.Logger.Warn("telemetry error", "error", err.Error(), "suppressed", suppressed)
-		}
+		errLog.Do(func() { cfg.Logger.Warn("telemetry error", "error", err.Error()) })
 	}))
 	return t, nil
 }
@@ -178,31 +172,23 @@ func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tp }
 func (t *Telemetry) MetricsHandler() http.Handler { return t.metrics }
 
 // Shutdown flushes the spans still queued and stops the providers, within
-// ctx. Call it after the HTTP servers drained; later calls return the
-// first one's result.
+// ctx. Call it once, after the HTTP servers drained.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
-	t.once.Do(func() {
-		if sdk, ok := t.tp.(*sdktrace.TracerProvider); ok {
-			t.err = sdk.Shutdown(ctx)
-		}
-		t.err = errors.Join(t.err, t.mp.Shutdown(ctx))
-	})
-	return t.err
+	var err error
+	if sdk, ok := t.tp.(*sdktrace.TracerProvider); ok {
+		err = sdk.Shutdown(ctx)
+	}
+	return errors.Join(err, t.mp.Shutdown(ctx))
 }
 
 // Middleware starts each request's server span with otelhttp, continuing
-// the caller's W3C trace, named by method and route template
-// ("GET /v1/orders/{id}"; an unrouted request's by the method alone);
-// probes, /metrics and /dashboard are not traced. client.address is the
-// peer's unless the peer is a trusted proxy. A handler's error goes to
-// echo's HTTPErrorHandler here, so that the span records the status sent,
-// and the middleware returns nil. With traces off it only puts the caller's
-// trace context in the request's context, for WrapTransport to pass on.
-// Register it with e.Use.
+// the caller's W3C trace (with traces off, it only keeps the caller's trace
+// context for WrapTransport), named "<method> <echo route>" (the method
+// alone when unrouted); probes, /metrics and /dashboard are not traced.
+// client.address is the peer's unless the peer is a trusted proxy. A
+// handler's error goes to echo's HTTPErrorHandler here, so that the span
+// records the status sent. Register it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
-	if !t.tracing {
-		return t.propagateOnly
-	}
 	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()), otelhttp.WithFilter(traced),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -214,7 +200,7 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 				res.Writer = sw // the status reaches otelhttp's span
 				c.SetRequest(r)
 				span := trace.SpanFromContext(r.Context())
-				if route := routeTemplate(c.Path()); route != "" {
+				if route := c.Path(); route != "" {
 					span.SetName(r.Method + " " + route)
 					span.SetAttributes(semconv.HTTPRoute(route))
 				}
@@ -232,24 +218,6 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 	}
 }
 
-// propagateOnly is Middleware with traces off.
-func (t *Telemetry) propagateOnly(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if r := c.Request(); traced(r) {
-			c.SetRequest(r.WithContext(otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
-		}
-		if err := next(c); err != nil {
-			c.Error(err)
-		}
-		return nil
-	}
-}
-
-var routeParam = regexp.MustCompile(`/:([^/]+)`)
-
-// routeTemplate turns echo's "/v1/orders/:id" into "/v1/orders/{id}".
-func routeTemplate(p string) string { return routeParam.ReplaceAllString(p, "/{$1}") }
-
 // traced reports whether a request gets a server span: not probes, scrapes
 // or the dashboard, whose event stream lasts as long as a browser tab.
 func traced(r *http.Request) bool {
@@ -257,42 +225,51 @@ func traced(r *http.Request) bool {
 	return p != "/healthz" && p != "/readyz" && p != "/metrics" && p != "/dashboard" && !strings.HasPrefix(p, "/dashboard/")
 }
 
-// WrapTransport fits downstream.Config.WrapTransport. With traces on it is
-// otelhttp's transport: every attempt to dep is a client span ("<dep>
-// GET", orderagg.dependency set) whose context goes to the downstream. With
-// traces off it only passes on the trace context the request carries.
-// Neither records metrics of its own.
+// WrapTransport fits downstream.Config.WrapTransport: otelhttp's
+// transport, which passes the request's trace context on, and with traces
+// on makes every attempt to dep a client span ("<dep> GET",
+// orderagg.dependency set). It records no metrics of its own.
 func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.RoundTripper {
-	if !t.tracing {
-		return propagating{next}
-	}
 	return otelhttp.NewTransport(next, otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return dep + " " + r.Method }),
 		otelhttp.WithSpanOptions(trace.WithAttributes(attrSpanDependency.String(dep))))
 }
 
-// propagating injects the request context's trace context into a copy of
-// the headers (a RoundTripper leaves its request as it got it).
-type propagating struct{ next http.RoundTripper }
-
-func (p propagating) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx := r.Context()
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return p.next.RoundTrip(r)
+// InstrumentRedis adds redisotel to the last-good store's client: its pool
+// metrics (db_client_connections_*, labelled pool_name, in redisotel's
+// units) and a client span per command or pipeline, without its arguments
+// (they hold whole cached answers) and without the commands that set a new
+// connection up. Call it once, before the client is used.
+func (t *Telemetry) InstrumentRedis(c redis.UniversalClient) error {
+	err := redisotel.InstrumentMetrics(c, redisotel.WithMeterProvider(t.mp), redisotel.WithSemConvCompliantMetrics(true))
+	if err == nil {
+		err = redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(t.tp), redisotel.WithDBStatement(false), redisotel.WithDialFilter(true),
+			redisotel.WithCommandFilter(connSetup), redisotel.WithCommandsFilter(func(cmds []redis.Cmder) bool {
+				return !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return !connSetup(c) })
+			}))
 	}
-	r2 := *r
-	r2.Header = r.Header.Clone()
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r2.Header))
-	return p.next.RoundTrip(&r2)
+	if err != nil {
+		return fmt.Errorf("telemetry: redis: %w", err)
+	}
+	return nil
+}
+
+// connSetup reports the commands go-redis sends to set a new connection up.
+func connSetup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "auth", "hello", "client", "select", "readonly":
+		return true
+	}
+	return false
 }
 
 // LogHandler wraps h so that every record logged with a context holding a
 // span carries trace_id and span_id.
-func LogHandler(h slog.Handler) slog.Handler { return traceHandler{h} }
+func LogHandler(h slog.Handler) slog.Handler { return withTrace{h} }
 
-type traceHandler struct{ slog.Handler }
+type withTrace struct{ slog.Handler }
 
-func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+func (h withTrace) Handle(ctx context.Context, r slog.Record) error {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		r = r.Clone() // its attribute storage may be shared with another handler
 		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
@@ -300,8 +277,6 @@ func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h traceHandler) WithAttrs(a []slog.Attr) slog.Handler {
-	return traceHandler{h.Handler.WithAttrs(a)}
-}
+func (h withTrace) WithAttrs(a []slog.Attr) slog.Handler { return withTrace{h.Handler.WithAttrs(a)} }
 
-func (h traceHandler) WithGroup(g string) slog.Handler { return traceHandler{h.Handler.WithGroup(g)} }
+func (h withTrace) WithGroup(g string) slog.Handler { return withTrace{h.Handler.WithGroup(g)} }
