@@ -141,6 +141,28 @@ const (
 	dashboardFile = "../deploy/grafana/orderagg.json"
 )
 
+// promConfig gives each last-good read 250 ms instead of 50 ms (each
+// fallback_timeout must exceed it, and so must --reserve, promReserve), and
+// the test's Redis URL gives the client 1 s timeouts: the test asserts that
+// no alert is raised for the cache, so a Redis container that is slow to
+// answer on a loaded machine must not count as a sick cache.
+const (
+	promReserve = "350ms"
+	promConfig  = `
+dependencies:
+  cache:
+    timeout: 250ms
+  order:
+    fallback_timeout: 300ms
+  inventory:
+    fallback_timeout: 300ms
+  coupon:
+    fallback_timeout: 300ms
+  logistics:
+    fallback_timeout: 300ms
+`
+)
+
 // TestPrometheusAlertsAndDashboard runs the rules of deploy/prometheus in a
 // real Prometheus (the orderagg-prometheus image, ORDERAGG_PROMETHEUS_IMAGE)
 // scraping a real orderagg every second, with the alerts' `for:` divided by
@@ -162,7 +184,10 @@ func TestPrometheusAlertsAndDashboard(t *testing.T) {
 	nw := newNetwork(t)
 	startRedis(t, nw)
 	_, simURL := startSim(t, nw)
-	_, base := startService(t, nw, nil)
+	_, base := startService(t, nw, map[string]string{
+		"ORDERAGG_RESERVE":   promReserve,
+		"ORDERAGG_REDIS_URL": "redis://" + redisAlias + ":6379/0?dial_timeout=1s&read_timeout=1s&write_timeout=1s",
+	}, withConfig(promConfig))
 	prom := startPrometheus(t, nw, promImage)
 	t.Logf("containers up in %v", time.Since(suiteStart).Round(time.Millisecond))
 
