@@ -138,11 +138,7 @@ func spanProcessor(ctx context.Context, exp sdktrace.SpanExporter) (sdktrace.Spa
 	if autoexport.IsNoneSpanExporter(exp) {
 		return nil, nil
 	}
-	var opts []sdktrace.BatchSpanProcessorOption
-	if env("OTEL_TRACES_EXPORTER") == "console" && env("OTEL_BSP_SCHEDULE_DELAY") == "" {
-		opts = append(opts, sdktrace.WithBatchTimeout(time.Second)) // standard output shows the request just made
-	}
-	return sdktrace.NewBatchSpanProcessor(exp, opts...), nil
+	return sdktrace.NewBatchSpanProcessor(exp), nil
 }
 
 // clientIP reads a request's client address: the peer's, or, when the
