@@ -4,12 +4,10 @@
 //
 // Client.Get's errors, as resilience.KindOf reads them: a 404 wraps
 // orderdetail.ErrNotFound and, like any 4xx but 408 and 429, is a
-// resilience.BadRequest (never retried, not the dependency's fault). The
-// caller's context ending wraps ctx.Err(). A 504 BUDGET_EXHAUSTED (the
-// service gave up on X-Budget-Ms) wraps context.DeadlineExceeded while the
-// caller's context is live, which the guard classifies as the dependency's
-// TIMEOUT. Anything else — 408, 429, 5xx or another status (*StatusError),
-// ErrTransport, ErrMalformed, ErrBodyTooLarge — is a failure.
+// resilience.BadRequest. The caller's context ending wraps ctx.Err(); a 504
+// BUDGET_EXHAUSTED (the service gave up on X-Budget-Ms) wraps
+// context.DeadlineExceeded, a TIMEOUT. Anything else (*StatusError,
+// ErrTransport, ErrMalformed, ErrBodyTooLarge) is a failure.
 package downstream
 
 import (
@@ -111,18 +109,17 @@ func (c *Client[T]) Close() { c.pool.CloseIdleConnections() }
 var errEmptyID = resilience.BadRequest(errors.New("empty order id"))
 
 // Get fetches and checks orderID's answer; its errors: see the package doc.
-func (c *Client[T]) Get(ctx context.Context, orderID string) (T, error) {
-	var v T
-	err := errEmptyID
-	if orderID != "" {
-		var body []byte
-		if body, err = c.get(ctx, c.api.Path(orderID)); err == nil {
-			if v, err = c.api.read(body, orderID, true); err == nil {
-				return v, nil
-			}
-		}
+func (c *Client[T]) Get(ctx context.Context, orderID string) (v T, err error) {
+	var body []byte
+	if orderID == "" {
+		err = errEmptyID
+	} else if body, err = c.get(ctx, c.api.Path(orderID)); err == nil {
+		v, err = c.api.read(body, orderID, true)
 	}
-	return v, fmt.Errorf("downstream: %s %s: %w", c.api.Name, orderID, err)
+	if err != nil {
+		return v, fmt.Errorf("downstream: %s %s: %w", c.api.Name, orderID, err)
+	}
+	return v, nil
 }
 
 // get sends one GET and returns the body of a 200 answer. The body is
@@ -131,20 +128,15 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	callCtx, left := ctx, c.timeout
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= left {
-		left = time.Until(dl)
-	} else {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithTimeout(ctx, left)
-		defer cancel()
-	}
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout) // the nearer of the two deadlines
+	defer cancel()
+	dl, _ := callCtx.Deadline()
 	req, err := http.NewRequestWithContext(callCtx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return nil, resilience.BadRequest(err)
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, left.Milliseconds()), 10))
+	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, time.Until(dl).Milliseconds()), 10))
 	if id := RequestIDFrom(ctx); id != "" {
 		req.Header.Set(HeaderRequestID, id)
 	}
@@ -166,13 +158,7 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 	case resp.ContentLength > c.maxBody:
 		return nil, fmt.Errorf("%w: Content-Length %d over the %d-byte cap", ErrBodyTooLarge, resp.ContentLength, c.maxBody)
 	}
-	var body []byte
-	if resp.ContentLength >= 0 { // declared within the cap: one buffer of that size
-		body = make([]byte, resp.ContentLength)
-		_, err = io.ReadFull(resp.Body, body)
-	} else {
-		body, err = io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
-	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
 	if err != nil {
 		return nil, ioErr(ctx, err)
 	}
