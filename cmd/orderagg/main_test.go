@@ -41,7 +41,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"serve", "--deadline", "1s"}, nil, 2, "dependencies.order.timeout: 1s must be shorter than --deadline 1s minus --reserve 100ms = 900ms"},
 		{[]string{"serve", "--config", blindTimeout}, nil, 2, "dependencies.coupon.timeout (line 3): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s"},
 		{[]string{"serve", "--config", blindCeiling}, nil, 2, "dependencies.logistics.timeout_max (line 4): 1.4s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s"},
-		{[]string{"serve", "--config", unknownKey}, nil, 2, "dependencies.coupon.breaker.windw (line 4): unknown key"},
+		{[]string{"serve", "--config", unknownKey}, nil, 2, `line 4: unknown key "windw"`},
 		{[]string{"--order-url", "localhost:9100"}, nil, 2, "--order-url"},
 		{[]string{"serve", "--max-inflight", "-1"}, nil, 2, "--max-inflight"},
 		{nil, map[string]string{"ORDERAGG_DEADLINE": "soon"}, 2, "ORDERAGG_DEADLINE"},

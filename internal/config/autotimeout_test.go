@@ -90,7 +90,7 @@ func TestTimeoutAuto(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := loadFile(bad); err == nil ||
-		!strings.Contains(err.Error(), "dependencies.logistics: line 4: cannot unmarshal !!str `automatic` into time.Duration") {
+		!strings.Contains(err.Error(), "line 4: cannot unmarshal !!str `automatic` into time.Duration") {
 		t.Fatalf("bad mode in a file: %v", err)
 	}
 }

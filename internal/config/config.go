@@ -1,10 +1,9 @@
-// Package config reads orderagg's configuration at start-up into typed
-// structs whose defaults are in one place (DefaultServe, DefaultSim,
-// DefaultDependencies): flags and their ORDERAGG_* environment twins, parsed
-// by ff (a flag wins over its variable), and the --config YAML file of
-// per-dependency settings, decoded by yaml.v3. Every error of a bad value is
-// one line naming the flag, or the file key and its line, and matches
-// ErrUsage. The package holds no state.
+// Package config reads orderagg's configuration into typed structs whose
+// defaults are in one place (DefaultServe, DefaultSim, DefaultDependencies):
+// flags and their ORDERAGG_* environment twins, parsed by ff (a flag wins),
+// and the --config YAML file of per-dependency settings, decoded strictly by
+// yaml.v3. Every error of a bad value is one line naming the flag, or the
+// file's line, and matches ErrUsage.
 package config
 
 //go:generate go test -run TestExampleFile|TestREADMEConfigTables -update .
@@ -108,8 +107,9 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 	fs.StringVar(&s.AdminAddr, "admin-addr", s.AdminAddr, "listen address of the admin API; empty: off")
 	fs.StringVar(&s.AdminToken, "admin-token", s.AdminToken, fmt.Sprintf("bearer token the admin API requires (at least %d bytes)", MinAdminToken))
 	fs.StringVar(&s.AdminTokenFile, "admin-token-file", s.AdminTokenFile, "`file` holding the admin token (keeps it out of the process list)")
-	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts))
-	fs.Func("trusted-proxies", "`addresses` or CIDR prefixes whose X-Forwarded-For is believed, comma-separated; empty: none", listOf(&s.TrustedProxies))
+	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts, "host names or *", isHost))
+	fs.Func("trusted-proxies", "`addresses` or CIDR prefixes whose X-Forwarded-For is believed, comma-separated; empty: none",
+		listOf(&s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix))
 	fs.IntVar(&s.MaxEventStreams, "max-event-streams", s.MaxEventStreams, "dashboard event streams served at once; beyond it 503")
 	fs.DurationVar(&s.ReadHeaderTimeout, "read-header-timeout", s.ReadHeaderTimeout, "a client slower than this to send its headers is disconnected")
 	fs.DurationVar(&s.ShutdownTimeout, "shutdown-timeout", s.ShutdownTimeout, "bound on the graceful drain after SIGINT/SIGTERM")
@@ -121,7 +121,7 @@ func ServeFlags(s *Serve) *flag.FlagSet {
 func SimFlags(s *Sim) *flag.FlagSet {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.StringVar(&s.Addr, "addr", s.Addr, "listen address of the simulated services and the fault API")
-	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts))
+	fs.Func("allowed-hosts", allowedHostsHelp, listOf(&s.AllowedHosts, "host names or *", isHost))
 	fs.TextVar(&s.LogLevel, "log-level", s.LogLevel, logLevelHelp)
 	return fs
 }
@@ -172,7 +172,7 @@ func ParseSim(args []string) (Sim, error) {
 	if err := Parse(SimFlags(&s), args, EnvPrefix, true); err != nil {
 		return Sim{}, err
 	}
-	if err := first(named("addr", checkAddr(s.Addr, false)), named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost))); err != nil {
+	if err := named("addr", checkAddr(s.Addr, false)); err != nil {
 		return Sim{}, usageError{err}
 	}
 	return s, nil
@@ -180,8 +180,8 @@ func ParseSim(args []string) (Sim, error) {
 
 // Parse parses args into fs with ff and, when env is set, the environment
 // twins (EnvName) of the flags args leave out. --help returns flag.ErrHelp;
-// every other error is one line naming the flag and its variable, with
-// passwords hidden, and matches ErrUsage.
+// every other error is one line naming the flag, with passwords hidden, and
+// matches ErrUsage.
 func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	fs.SetOutput(io.Discard) // the caller prints the error or the usage
 	var opts []ff.Option
@@ -191,7 +191,7 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	switch err := ff.Parse(fs, args, opts...); {
 	case errors.Is(err, flag.ErrHelp):
 		return flag.ErrHelp
-	case err != nil: // without ff's "error parsing …"
+	case err != nil: // without ff's "error parsing …", with the flag's name and variable in front
 		msg := redact(errors.Unwrap(err).Error())
 		if m := badValue.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("--%s (%s): %s", m[1]+m[2], EnvName(prefix, m[1]+m[2]), msg)
@@ -238,7 +238,7 @@ func EnvName(prefix, name string) string {
 // check returns the first bad value, having filled the downstream URLs left
 // empty from --downstreams-url and read the admin token file.
 func (s *Serve) check() error {
-	var errs []error
+	errs := []error{named("downstreams-url", CheckURL(s.DownstreamsURL, webSchemes, false))}
 	var missing []string
 	for _, name := range downstream.Names() {
 		errs = append(errs, named(name+"-url", CheckURL(s.URLs[name], webSchemes, false)))
@@ -253,20 +253,17 @@ func (s *Serve) check() error {
 		errs = append(errs, fmt.Errorf("set every downstream URL, or --downstreams-url (%s) for the rest, or none (embedded simulators); missing %s",
 			EnvName(EnvPrefix, "downstreams-url"), strings.Join(missing, ", ")))
 	}
-	return first(append(errs,
+	return cmp.Or(append(errs,
 		named("addr", checkAddr(s.Addr, false)),
 		named("admin-addr", checkAddr(s.AdminAddr, true)),
-		named("downstreams-url", CheckURL(s.DownstreamsURL, webSchemes, false)),
 		named("redis-url", CheckURL(s.RedisURL, []string{"redis", "rediss"}, true)),
 		named("deadline", positive(s.Deadline)),
 		named("reserve", positive(s.Reserve)),
 		named("max-inflight", positive(s.MaxInflight)),
-		named("max-inflight", atMost(s.MaxInflight, MaxMaxInflight)),
+		named("max-inflight", positive(MaxMaxInflight+1-s.MaxInflight)), // at most MaxMaxInflight
 		named("max-event-streams", positive(s.MaxEventStreams)),
 		named("read-header-timeout", positive(s.ReadHeaderTimeout)),
 		named("shutdown-timeout", positive(s.ShutdownTimeout)),
-		named("allowed-hosts", checkEach(s.AllowedHosts, "host names or *", isHost)),
-		named("trusted-proxies", checkEach(s.TrustedProxies, "IP addresses or CIDR prefixes", isIPOrPrefix)),
 		s.readAdminToken())...)
 }
 
@@ -298,7 +295,7 @@ func (s Serve) Bounds() Bounds { return Bounds{Deadline: s.Deadline, Reserve: s.
 
 // LoadDependencies returns the ConfigFile's settings (none: no file) laid
 // over DefaultDependenciesFor(MaxInflight) and validated against Bounds:
-// what start-up and SIGHUP put in force. An error names the key and its line.
+// what start-up and SIGHUP put in force. An error names the file's line.
 func (s Serve) LoadDependencies() (Dependencies, error) {
 	deps := DefaultDependenciesFor(s.MaxInflight)
 	if s.ConfigFile == "" {
@@ -308,11 +305,7 @@ func (s Serve) LoadDependencies() (Dependencies, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
-	doc, err := parse(data)
-	if err == nil {
-		deps, err = deps.lay(doc, s.Bounds())
-	}
-	if err != nil {
+	if deps, err = deps.lay(data, s.Bounds()); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", s.ConfigFile, err)
 	}
 	return deps, nil
@@ -335,17 +328,24 @@ func SameURL(base string) map[string]string {
 
 var webSchemes = []string{"http", "https"}
 
-// listOf sets a comma-separated flag's entries in *l, blanks around them dropped.
-func listOf(l *[]string) func(string) error {
+// listOf sets a comma-separated flag's entries in *l, blanks around them
+// dropped, and refuses an entry that is not ok.
+func listOf(l *[]string, want string, ok func(string) bool) func(string) error {
 	return func(v string) error {
-		*l = nil
-		for e := range strings.SplitSeq(v, ",") {
-			if e = strings.TrimSpace(e); e != "" {
-				*l = append(*l, e)
-			}
+		*l = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
+		if i := slices.IndexFunc(*l, func(e string) bool { return !ok(e) }); i >= 0 {
+			return fmt.Errorf("want %s, got %q", want, (*l)[i])
 		}
 		return nil
 	}
+}
+
+func isHost(h string) bool { return h == "*" || !strings.ContainsAny(h, "*/@") }
+
+func isIPOrPrefix(p string) bool {
+	_, errPrefix := netip.ParsePrefix(p)
+	_, errAddr := netip.ParseAddr(p)
+	return errPrefix == nil || errAddr == nil
 }
 
 // named puts the flag and its variable in front of err; nil stays nil.
@@ -354,15 +354,6 @@ func named(name string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("--%s (%s): %w", name, EnvName(EnvPrefix, name), err)
-}
-
-func first(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // usageError marks err as ErrUsage without changing its message.
@@ -378,48 +369,21 @@ func positive[T int | time.Duration](v T) error {
 	return nil
 }
 
-func atMost(v, most int) error {
-	if v > most {
-		return fmt.Errorf("must be at most %d, got %d", most, v)
-	}
-	return nil
-}
-
 // checkAddr accepts host:port with a port 0..65535, and "" when optional.
 func checkAddr(s string, optional bool) error {
-	if s == "" && optional {
-		return nil
-	}
 	_, port, err := net.SplitHostPort(s)
-	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+	if _, perr := strconv.ParseUint(port, 10, 16); (err != nil || perr != nil) && (s != "" || !optional) {
 		return fmt.Errorf("want host:port with a port 0..65535, got %q", s)
 	}
 	return nil
 }
 
-func checkEach(l []string, want string, ok func(string) bool) error {
-	for _, e := range l {
-		if !ok(e) {
-			return fmt.Errorf("want %s, got %q", want, e)
-		}
-	}
-	return nil
-}
-
-func isHost(h string) bool { return h == "*" || !strings.ContainsAny(h, "*/@ ") }
-
-func isIPOrPrefix(p string) bool {
-	_, errPrefix := netip.ParsePrefix(p)
-	_, errAddr := netip.ParseAddr(p)
-	return errPrefix == nil || errAddr == nil
-}
-
 // userinfo runs to a word's last '@', so a password holding '/', '#' or '@' is hidden whole.
-var userinfo, secretQuery = regexp.MustCompile(`(://)\S*@`), regexp.MustCompile(`(?i)([?&;](?:sentinel_)?password=)[^&#\s]*`)
+var userinfo, password = regexp.MustCompile(`://\S*@`), regexp.MustCompile(`(?i)(password=)[^&#\s]*`)
 
 // redact hides the passwords of anything URL-like in s.
 func redact(s string) string {
-	return secretQuery.ReplaceAllString(userinfo.ReplaceAllString(s, "${1}xxxxx@"), "${1}xxxxx")
+	return password.ReplaceAllString(userinfo.ReplaceAllString(s, "://xxxxx@"), "${1}xxxxx")
 }
 
 // CheckURL accepts empty, or an absolute URL with one of schemes and a

