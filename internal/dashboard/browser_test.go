@@ -443,7 +443,7 @@ func firstLoadReport(now time.Time, step int64) handlers.ResilienceReport {
 			Name: p.name, Breaker: resilience.StateClosed,
 			Counts:       counts,
 			ErrorPercent: 9.1,
-			Latency:      resilience.Percentiles{P50: 10 * time.Millisecond, P90: 20 * time.Millisecond, P99: 30 * time.Millisecond, P999: 40 * time.Millisecond, Count: n},
+			Latency:      resilience.Percentiles{P50: resilience.Millis(10 * time.Millisecond), P90: resilience.Millis(20 * time.Millisecond), P99: resilience.Millis(30 * time.Millisecond), P999: resilience.Millis(40 * time.Millisecond), Count: n},
 			Bulkhead:     resilience.Usage{Capacity: 10},
 			Timeout:      resilience.Millis(p.timeout.Truncate(time.Millisecond)),
 			TimeoutMode:  "fixed",

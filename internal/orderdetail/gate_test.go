@@ -46,8 +46,8 @@ func (c *manualClock) WithDeadline(ctx context.Context, d time.Time) (context.Co
 func TestNoFanOutForARefusedPage(t *testing.T) {
 	clk := &manualClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	r := newRig(t, nil, resilience.WithClock(clk))
-	orderGuard := r.agg.downstreams[0].Guard()
-	trips := orderGuard.Config().Breaker.ConsecutiveFailures
+	breaker := resilience.Config{}.WithDefaults().Breaker // the rig's order guard's
+	trips := breaker.ConsecutiveFailures
 	r.f.order = broken
 
 	// Until the breaker opens every page calls the order live and, in
@@ -85,7 +85,7 @@ func TestNoFanOutForARefusedPage(t *testing.T) {
 
 	// A probe, when the sleep window is over, is the order's call alone:
 	// it fails, and the others are still spared.
-	clk.Advance(orderGuard.Config().Breaker.SleepWindow)
+	clk.Advance(breaker.SleepWindow)
 	if _, err := r.agg.Get(context.Background(), "o-1"); !errors.Is(err, ErrOrderUnavailable) || errors.Is(err, resilience.ErrShortCircuited) {
 		t.Fatalf("probe page: %v, want the order's own failure", err)
 	}
@@ -97,7 +97,7 @@ func TestNoFanOutForARefusedPage(t *testing.T) {
 	// The order heals: the next probe's page is served whole, and the page
 	// after it calls all four at once again.
 	r.f.order = healthy
-	clk.Advance(orderGuard.Config().Breaker.SleepWindow)
+	clk.Advance(breaker.SleepWindow)
 	p, err := r.agg.Get(context.Background(), "o-1")
 	if err != nil || p.Degraded {
 		t.Fatalf("page after recovery: %v, degraded %v", err, p != nil && p.Degraded)

@@ -13,8 +13,7 @@ type Snapshot struct {
 	// Counts over the window by event name: the kinds, retry,
 	// fallback_success, fallback_failure, cache_hit and cache_miss.
 	Counts map[string]int64 `json:"counts"`
-	// ErrorPercent is failures and timeouts over the calls that reached the
-	// dependency.
+	// ErrorPercent is failures and timeouts over the calls that reached it.
 	ErrorPercent float64 `json:"error_percent"`
 	// Latency of every attempt that reached the dependency.
 	Latency  Percentiles `json:"latency_ms"`
@@ -25,9 +24,7 @@ type Snapshot struct {
 	TimeoutMode string  `json:"timeout_mode"`
 	TimeoutMin  *Millis `json:"timeout_min_ms"`
 	TimeoutMax  *Millis `json:"timeout_max_ms"`
-	// RecommendedTimeout is max(3×P99, 2×P99.9) + TimeoutMargin over the
-	// successful calls, rounded up to the millisecond; nil below
-	// AdvisorMinSuccesses of them.
+	// RecommendedTimeout is the advisor's rule (recommended); nil without one.
 	RecommendedTimeout *Millis `json:"recommended_timeout_ms"`
 	WindowMS           int64   `json:"window_ms"`
 }
@@ -49,8 +46,7 @@ func (m Millis) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, float64(time.Duration(m).Microseconds())/1000, 'f', -1, 64), nil
 }
 
-// AdvisorMinSuccesses is how many successful calls the window must hold
-// before a timeout is recommended.
+// AdvisorMinSuccesses is the successful calls a recommendation needs.
 const AdvisorMinSuccesses = 100
 
 // TimeoutChange reports a move of an adaptive sub-budget towards
@@ -78,22 +74,14 @@ const (
 	adaptStep     = 0.25
 )
 
-// advice is the window as the advisor reads it.
-type advice struct {
-	state State
-	c     [numCounters]int64
-	calls int64         // successes, failures and timeouts
-	ok    Percentiles   // of the successful attempts
-	rec   time.Duration // the recommended timeout; 0 below AdvisorMinSuccesses
-}
-
-func (g *Guard) advise(s *settings, now time.Time) (a advice) {
-	a.state, a.c, a.ok = g.breaker.reported(), s.window.counts(now, time.Time{}), s.window.latencies(now, true)
-	a.calls = a.c[cSuccess] + a.c[cFailure] + a.c[cTimeout]
-	if a.ok.Count >= AdvisorMinSuccesses {
-		a.rec = (max(3*a.ok.P99, 2*a.ok.P999) + s.cfg.TimeoutMargin + time.Millisecond - 1).Truncate(time.Millisecond)
+// recommended is the advisor's rule over the successful attempts ok:
+// max(3×P99, 2×P99.9) + margin, rounded up to the millisecond; 0 below
+// AdvisorMinSuccesses of them.
+func recommended(ok Percentiles, margin time.Duration) time.Duration {
+	if ok.Count < AdvisorMinSuccesses {
+		return 0
 	}
-	return a
+	return (time.Duration(max(3*ok.P99, 2*ok.P999)) + margin + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // subBudget is the sub-budget of a call starting at now, once an adaptive
@@ -117,16 +105,16 @@ func (g *Guard) subBudget(s *settings, now time.Time) time.Duration {
 // time out (the successes are then censored at the sub-budget, and their
 // tail reads low).
 func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
-	a := g.advise(s, now)
-	closed := a.state == StateClosed || a.state == StateForcedClosed
-	if a.rec == 0 || !closed || a.c[cFailure]+a.c[cTimeout] >= a.c[cSuccess] {
+	c, ok, st := s.window.counts(now, time.Time{}), s.window.latencies(now, true), g.breaker.reported()
+	rec := recommended(ok, s.cfg.TimeoutMargin)
+	if rec == 0 || (st != StateClosed && st != StateForcedClosed) || c[cFailure]+c[cTimeout] >= c[cSuccess] {
 		return nil
 	}
 	lo, hi := s.cfg.autoBounds()
-	target, cur := min(max(a.rec, lo), hi), time.Duration(g.timeout.Load())
+	target, cur := min(max(rec, lo), hi), time.Duration(g.timeout.Load())
 	diff, step := target-cur, time.Duration(adaptStep*float64(cur))
 	switch {
-	case diff < 0 && a.c[cTimeout]*1000 > a.calls:
+	case diff < 0 && c[cTimeout]*1000 > c[cSuccess]+c[cFailure]+c[cTimeout]:
 		return nil
 	case target != lo && target != hi && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur):
 		return nil
@@ -136,28 +124,28 @@ func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 		return nil
 	}
 	g.timeout.Store(int64(next))
-	return &TimeoutChange{Dependency: g.name, From: cur, To: next, At: now, Recommended: target, Successes: a.ok.Count}
+	return &TimeoutChange{Dependency: g.name, From: cur, To: next, At: now, Recommended: target, Successes: ok.Count}
 }
 
 // Snapshot reads the guard's state.
 func (g *Guard) Snapshot() Snapshot {
 	s, now := g.cur.Load(), g.clock.Now()
-	a := g.advise(s, now)
-	snap := Snapshot{Name: g.name, Breaker: a.state, Counts: make(map[string]int64, numCounters),
+	c, rec := s.window.counts(now, time.Time{}), recommended(s.window.latencies(now, true), s.cfg.TimeoutMargin)
+	snap := Snapshot{Name: g.name, Breaker: g.breaker.reported(), Counts: make(map[string]int64, numCounters),
 		Latency: s.window.latencies(now, false), Bulkhead: Usage{InUse: g.inUse.Load(), Capacity: g.capacity.Load()},
 		Timeout: Millis(g.timeout.Load()), TimeoutMode: "fixed", WindowMS: s.cfg.Breaker.Window.Milliseconds()}
-	for i, n := range a.c {
+	for i, n := range c {
 		snap.Counts[counterNames[i]] = n
 	}
-	if a.calls > 0 {
-		snap.ErrorPercent = float64(a.c[cFailure]+a.c[cTimeout]) * 100 / float64(a.calls)
+	if calls := c[cSuccess] + c[cFailure] + c[cTimeout]; calls > 0 {
+		snap.ErrorPercent = float64(c[cFailure]+c[cTimeout]) * 100 / float64(calls)
 	}
 	if s.cfg.AutoTimeout {
 		lo, hi := s.cfg.autoBounds()
 		snap.TimeoutMode, snap.TimeoutMin, snap.TimeoutMax = "auto", ptr(Millis(lo)), ptr(Millis(hi))
 	}
-	if a.rec > 0 {
-		snap.RecommendedTimeout = ptr(Millis(a.rec))
+	if rec > 0 {
+		snap.RecommendedTimeout = ptr(Millis(rec))
 	}
 	return snap
 }

@@ -19,12 +19,7 @@ const (
 var stateNames = [...]string{"CLOSED", "OPEN", "HALF_OPEN", "FORCED_OPEN", "FORCED_CLOSED"}
 
 // String is the state as the contract spells it (CLOSED, OPEN, …).
-func (s State) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return "UNKNOWN"
-}
+func (s State) String() string { return stateNames[s] }
 
 // MarshalText is String, for JSON.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
@@ -46,21 +41,21 @@ type StateChange struct {
 }
 
 // ticket is what the breaker hands an admitted call: 0, or for a half-open
-// probe its half-open spell's generation (never 0).
+// probe the generation of its half-open spell (never 0).
 type ticket uint64
 
-// breaker opens on a run of failures or on the window's error rate, sleeps
-// SleepWindow, then admits one probe. Its methods return the transition
-// they made, for the guard to tell the listener once the lock is released.
+// breaker opens on a run of failures or on the window's error rate, stays
+// open SleepWindow, then admits one probe. Its methods return the
+// transition they made, for the guard to tell the listener once the lock is
+// released.
 type breaker struct {
-	mu          sync.Mutex
-	state       State // forcing aside
-	force       Force
-	streak      int    // failures and timeouts since the last answer
-	gen         uint64 // counts openings and half-openings
-	openedAt    time.Time
-	closedSince time.Time // the window counts only buckets from here on
-	probing     bool      // this half-open spell's probe is out
+	mu      sync.Mutex
+	state   State // forcing aside
+	force   Force
+	since   time.Time // of the last transition; while closed, the window counts only buckets from here on
+	gen     ticket    // counts the transitions
+	streak  int       // failures and timeouts since the last answer
+	probing bool      // this half-open spell's probe is out
 }
 
 // allow admits a call (ok) or short-circuits it.
@@ -69,21 +64,19 @@ func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, c
 	defer b.mu.Unlock()
 	switch {
 	case b.force == ForceOpen:
-		return t, false, nil
+		return 0, false, nil
 	case b.force == ForceClosed || b.state == StateClosed:
-		return t, true, nil
-	case b.state == StateOpen && now.Sub(b.openedAt) < cfg.SleepWindow:
-		return t, false, nil
+		return 0, true, nil
+	case b.state == StateOpen && now.Sub(b.since) < cfg.SleepWindow:
+		return 0, false, nil
 	case b.state == StateOpen:
 		change = b.set(StateHalfOpen, now)
-		b.gen++
-		b.probing = false
 	}
 	if b.probing {
-		return t, false, change
+		return 0, false, change
 	}
 	b.probing = true
-	return ticket(b.gen), true, change
+	return b.gen, true, change
 }
 
 // record feeds the breaker an attempt's outcome. A probe's (t != 0) settles
@@ -100,16 +93,15 @@ func (b *breaker) record(t ticket, e Event, w *window, cfg *BreakerConfig) *Stat
 	bad, end := e.Kind == KindFailure || e.Kind == KindTimeout, e.Start.Add(e.Duration)
 	answered := e.Kind == KindSuccess || e.Kind == KindBadRequest
 	switch {
-	case t != 0 && (uint64(t) != b.gen || b.state != StateHalfOpen):
+	case t != 0 && (t != b.gen || b.state != StateHalfOpen):
 		return nil // a probe of a spell that is over
 	case t != 0 && e.Kind == KindDeadline:
 		b.probing = false
 		return nil
-	case t != 0 && !answered:
-		return b.open(end)
-	case t != 0:
-		b.closedSince, b.streak = end, 0
+	case t != 0 && answered:
 		return b.set(StateClosed, end)
+	case t != 0:
+		return b.set(StateOpen, end)
 	case bad:
 		b.streak++
 	case answered:
@@ -119,26 +111,20 @@ func (b *breaker) record(t ticket, e Event, w *window, cfg *BreakerConfig) *Stat
 		return nil
 	}
 	if b.streak < cfg.ConsecutiveFailures {
-		c := w.counts(end, b.closedSince)
+		c := w.counts(end, b.since)
 		calls := float64(c[cSuccess] + c[cFailure] + c[cTimeout])
 		if calls < float64(cfg.MinRequests) || float64(c[cFailure]+c[cTimeout])*100/calls < cfg.ErrorPercent {
 			return nil
 		}
 	}
-	return b.open(end)
-}
-
-// open opens the breaker. b.mu held.
-func (b *breaker) open(now time.Time) *StateChange {
-	b.openedAt, b.streak = now, 0
-	b.gen++
-	return b.set(StateOpen, now)
+	return b.set(StateOpen, end)
 }
 
 // set moves the automatic state, which always changes it. b.mu held.
 func (b *breaker) set(to State, now time.Time) *StateChange {
 	c := &StateChange{From: b.state, To: to, At: now}
-	b.state = to
+	b.state, b.since, b.streak, b.probing = to, now, 0, false
+	b.gen++
 	return c
 }
 
@@ -146,26 +132,21 @@ func (b *breaker) set(to State, now time.Time) *StateChange {
 func (b *breaker) reported() State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.reportedLocked()
+	return b.visible()
 }
 
-func (b *breaker) reportedLocked() State {
-	switch b.force {
-	case ForceOpen:
-		return StateForcedOpen
-	case ForceClosed:
-		return StateForcedClosed
-	}
-	return b.state
+// visible is reported with b.mu held.
+func (b *breaker) visible() State {
+	return [...]State{b.state, StateForcedOpen, StateForcedClosed}[b.force]
 }
 
 // setForce changes the override, returning the visible change.
 func (b *breaker) setForce(f Force, now time.Time) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	from := b.reportedLocked()
-	if b.force = f; b.reportedLocked() == from {
+	from := b.visible()
+	if b.force = f; b.visible() == from {
 		return nil
 	}
-	return &StateChange{From: from, To: b.reportedLocked(), At: now}
+	return &StateChange{From: from, To: b.visible(), At: now}
 }

@@ -47,7 +47,6 @@ var (
 type Error struct {
 	Dependency string
 	Kind       Kind
-	Attempts   int // physical attempts made
 	Err        error
 }
 

@@ -44,9 +44,8 @@ type Listener interface {
 	OnStateChange(c StateChange)
 }
 
-// Clock is a guard's one source of time: Now, the retries' waits (After)
-// and the sub-budgets' contexts (WithDeadline, as context.WithDeadline).
-// The callers' context deadlines are read as times of the same clock.
+// Clock is a guard's one source of time, the callers' context deadlines
+// included; WithDeadline behaves as context.WithDeadline.
 type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
@@ -76,12 +75,10 @@ func WithRandom(f func(n int64) int64) Option { return func(g *Guard) { g.randN 
 func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } }
 
 // WithTracerProvider makes the guard start spans (none without it): a
-// call's "dependency <name>", child of the caller's span and parent of the
-// attempts', and a fallback's "fallback <name>". Both carry
-// orderagg.dependency and orderagg.event (the outcome's event name), and
-// status Error when the caller got no answer through the dependency's fault
-// or the guard's refusal. A call's span has an "attempt" event per attempt,
-// with orderagg.attempt, orderagg.event and orderagg.probe.
+// call's "dependency <name>", parent of its attempts', with an "attempt"
+// event each, and a fallback's "fallback <name>". Both carry
+// orderagg.dependency and orderagg.event, and status Error when the caller
+// got no answer through the dependency's fault or the guard's refusal.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(g *Guard) { g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience") }
 }
@@ -115,7 +112,7 @@ func New(name string, cfg Config, opts ...Option) (*Guard, error) {
 	for _, o := range opts {
 		o(g)
 	}
-	g.breaker.closedSince = g.clock.Now()
+	g.breaker.since = g.clock.Now()
 	if err := g.Reconfigure(cfg); err != nil {
 		return nil, err
 	}
@@ -125,14 +122,10 @@ func New(name string, cfg Config, opts ...Option) (*Guard, error) {
 // Name is the dependency's name.
 func (g *Guard) Name() string { return g.name }
 
-// Config returns the settings in force, defaults filled in.
-func (g *Guard) Config() Config { return g.cur.Load().cfg }
-
-// Reconfigure puts cfg in force atomically; calls in flight finish under
-// the settings they started with, and calls beyond a smaller bulkhead
-// finish as they are. A new window length or bucket count starts a fresh
-// window. An adaptive sub-budget that stays adaptive keeps what it learnt,
-// within the new bounds. An invalid cfg changes nothing.
+// Reconfigure puts cfg in force atomically; calls in flight finish as they
+// started. A new window length or bucket count starts a fresh window; an
+// adaptive sub-budget that stays adaptive keeps what it learnt, within the
+// new bounds. An invalid cfg changes nothing.
 func (g *Guard) Reconfigure(cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -164,17 +157,13 @@ func Do[T any](ctx context.Context, g *Guard, fn func(context.Context) (T, error
 	return DoUntil(ctx, g, time.Time{}, fn)
 }
 
-// DoUntil runs fn under g. With no time left it fails with KindDeadline,
-// with the breaker open KindShortCircuited, with the bulkhead full
-// KindRejected, all without calling fn. Otherwise fn runs under the call's
-// sub-budget — the dependency's timeout, cut to ctx's deadline and to until
-// (zero: none) — retried as configured. A cut at ctx's deadline or at until
-// is the caller's doing, KindDeadline, and teaches the breaker nothing; a
-// cut at the timeout is KindTimeout. fn must honour its context: DoUntil
-// returns once its attempt has returned.
-//
-// A nil error means fn's value is good; otherwise the error is an *Error
-// whose Kind says what happened, wrapping fn's last error.
+// DoUntil runs fn through g's layers (see the package doc) under the call's
+// sub-budget: the dependency's timeout, cut to ctx's deadline and to until
+// (zero: none). A cut at ctx's deadline or at until is the caller's,
+// KindDeadline, unseen by the breaker; a cut at the timeout is KindTimeout.
+// fn must honour its context: DoUntil returns once fn has. A nil error means
+// fn's value is good; otherwise the error is an *Error whose Kind says what
+// happened, wrapping fn's last error.
 func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(context.Context) (T, error)) (v T, err error) {
 	c := &call{g: g, s: g.cur.Load(), start: g.clock.Now()}
 	c.ctx, c.span = g.startSpan(ctx, "dependency ")
@@ -202,7 +191,7 @@ func DoUntil[T any](ctx context.Context, g *Guard, until time.Time, fn func(cont
 			return got, nil
 		}
 		if e.Kind != KindFailure || !c.mayRetry(cctx, attempt) {
-			return v, &Error{Dependency: g.name, Kind: e.Kind, Attempts: attempt, Err: fnErr}
+			return v, &Error{Dependency: g.name, Kind: e.Kind, Err: fnErr}
 		}
 	}
 }
@@ -280,8 +269,8 @@ func (c *call) classify(ctx context.Context, err error) Kind {
 	return KindOf(err)
 }
 
-// settle records a finished attempt in the window (unless the caller cut
-// it), feeds the breaker and tells the listener and the call's span.
+// settle records an attempt in the window (unless the caller cut it), the
+// breaker, the listener and the call's span.
 func (c *call) settle(e Event) {
 	g := c.g
 	if e.Kind != KindDeadline {
@@ -303,15 +292,12 @@ func (c *call) mayRetry(cctx context.Context, made int) bool {
 	if st := g.breaker.reported(); c.probe != 0 || made >= r.MaxAttempts || (st != StateClosed && st != StateForcedClosed) {
 		return false
 	}
-	wait := r.Backoff // doubled per retry made, at most MaxBackoff, then drawn from (0, wait]
-	for i := 1; i < made && wait < r.MaxBackoff; i++ {
-		wait *= 2
-	}
-	if wait = min(wait, r.MaxBackoff); wait > 0 {
+	wait := min(r.Backoff<<(made-1), r.MaxBackoff) // doubled per retry made, then drawn from (0, wait]
+	if wait > 0 {
 		wait = time.Duration(g.randN(int64(wait)) + 1)
 	}
 	now := g.clock.Now()
-	if c.end.Sub(now) < wait+c.s.window.latencies(now, false).P50 {
+	if c.end.Sub(now) < wait+time.Duration(c.s.window.latencies(now, false).P50) {
 		return false
 	}
 	select {

@@ -58,7 +58,7 @@ func TestPropertyOneHalfOpenProbe(t *testing.T) {
 			t.Fatal(err)
 		}
 		Do(context.Background(), g, fail) // opens it
-		clk.Advance(g.Config().Breaker.SleepWindow)
+		clk.Advance(g.cur.Load().cfg.Breaker.SleepWindow)
 
 		release := make(chan struct{})
 		var admitted atomic.Int64

@@ -1,7 +1,6 @@
 package resilience
 
 import (
-	"fmt"
 	"math/bits"
 	"sync"
 	"time"
@@ -154,11 +153,11 @@ func (w *window) latencies(now time.Time, okOnly bool) Percentiles {
 		}
 	}
 	w.mu.Unlock()
-	quantile := func(q float64) time.Duration {
+	quantile := func(q float64) Millis {
 		var seen int64
 		for i, n := range bins {
 			if seen += n; n > 0 && float64(seen) >= q*float64(total) {
-				return binUpper(i)
+				return Millis(binUpper(i))
 			}
 		}
 		return 0
@@ -166,15 +165,11 @@ func (w *window) latencies(now time.Time, okOnly bool) Percentiles {
 	return Percentiles{P50: quantile(0.5), P90: quantile(0.9), P99: quantile(0.99), P999: quantile(0.999), Count: total}
 }
 
-// Percentiles of latency over the window.
+// Percentiles of latency over the window, of Count latencies.
 type Percentiles struct {
-	P50, P90, P99, P999 time.Duration
-	Count               int64
-}
-
-// MarshalJSON writes the percentiles in milliseconds, as Millis does, and
-// the count.
-func (p Percentiles) MarshalJSON() ([]byte, error) {
-	ms := func(d time.Duration) []byte { b, _ := Millis(d).MarshalJSON(); return b }
-	return fmt.Appendf(nil, `{"p50":%s,"p90":%s,"p99":%s,"p999":%s,"count":%d}`, ms(p.P50), ms(p.P90), ms(p.P99), ms(p.P999), p.Count), nil
+	P50   Millis `json:"p50"`
+	P90   Millis `json:"p90"`
+	P99   Millis `json:"p99"`
+	P999  Millis `json:"p999"`
+	Count int64  `json:"count"`
 }
