@@ -33,7 +33,7 @@
 //
 // The tests run as part of `go test ./...`. Without Docker or an image, each
 // test skips with a message naming `make images`; in CI ($CI true as
-// strconv.ParseBool reads it, internal/testenv) it fails instead, so CI
+// strconv.ParseBool reads it, build/testenv) it fails instead, so CI
 // cannot go green on skipped integration tests.
 //
 // # Ryuk and addresses

@@ -19,7 +19,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 	"go.uber.org/goleak"
 
-	"github.com/orderagg/orderagg/internal/testenv"
+	"github.com/orderagg/orderagg/build/testenv"
 )
 
 const (

@@ -4,7 +4,7 @@
 // for a missing prerequisite: a browser, a Redis server or Docker that CI
 // is supposed to have, whose test would otherwise pass unseen as a skip.
 //
-// A missing prerequisite is a skip message with internal/testenv's prefix
+// A missing prerequisite is a skip message with build/testenv's prefix
 // or one of a few phrasings that name one (" on PATH", "not installed",
 // "make deps", "make images"). Outside CI such skips are listed, not failed.
 //
@@ -20,7 +20,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/orderagg/orderagg/internal/testenv"
+	"github.com/orderagg/orderagg/build/testenv"
 )
 
 // event is one line of `go test -json` (cmd/test2json).

@@ -11,8 +11,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/orderagg/orderagg/build/testenv"
 	"github.com/orderagg/orderagg/internal/config"
-	"github.com/orderagg/orderagg/internal/testenv"
 )
 
 // TestDashboardEndToEnd is what the README promises a new user: the real

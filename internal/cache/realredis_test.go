@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/orderagg/orderagg/build/testenv"
 	"github.com/orderagg/orderagg/internal/orderdetail"
-	"github.com/orderagg/orderagg/internal/testenv"
 )
 
 // realRedisEnv names a Redis to run the store's contract against, e.g.

@@ -18,10 +18,10 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/orderagg/orderagg/build/testenv"
 	"github.com/orderagg/orderagg/internal/handlers"
 	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
-	"github.com/orderagg/orderagg/internal/testenv"
 )
 
 // screenshotEnv, set to a file name (absolute, or relative to this

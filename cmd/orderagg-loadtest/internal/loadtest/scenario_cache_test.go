@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/orderagg/orderagg/internal/testenv"
+	"github.com/orderagg/orderagg/build/testenv"
 )
 
 func TestEmbeddedScenario(t *testing.T) {
