@@ -4,16 +4,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/orderagg/orderagg/internal/app"
 	"github.com/orderagg/orderagg/internal/config"
@@ -39,7 +43,7 @@ Every flag has an ORDERAGG_* environment twin; the flag wins.
 Run 'orderagg <command> --help' for the flags of a command.
 `
 
-// run is main without the exit: it returns the exit status (0, 1 for a
+// run is main without the exit: it returns the exit status (1 for a
 // failure, 2 for a usage error). SIGINT and SIGTERM end the command;
 // SIGHUP reloads serve's --config file.
 func run(args []string, stdout, stderr io.Writer) int {
@@ -97,4 +101,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 1
+}
+
+// healthcheck exits 0 when GET --url answers 200 within --timeout, 1 when
+// not, and 2 for a bad flag: the container image has no shell or curl.
+func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const prefix = config.EnvPrefix + "HEALTHCHECK_" // ORDERAGG_URL is the load tool's
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	url := fs.String("url", "http://"+loopback(os.Getenv("ORDERAGG_ADDR"))+"/readyz", "`URL` to GET; 200 means healthy (default: /readyz at ORDERAGG_ADDR)")
+	timeout := fs.Duration("timeout", 2*time.Second, "how long to wait for the answer")
+	err := config.Parse(fs, args, prefix, true)
+	if errors.Is(err, flag.ErrHelp) {
+		config.PrintUsage(stdout, fs, prefix, "orderagg healthcheck [--url URL] [--timeout duration]", "Exits 0 when a running service answers 200.")
+		return 0
+	}
+	if err == nil && *timeout <= 0 {
+		err = fmt.Errorf("--timeout (%s): must be positive, got %v", config.EnvName(prefix, "timeout"), *timeout)
+	} else if bad := config.CheckURL(*url, []string{"http", "https"}, true); err == nil && bad != nil {
+		err = fmt.Errorf("--url (%s): %w", config.EnvName(prefix, "url"), bad)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "orderagg healthcheck: %v\n", err)
+		return 2
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil) // a valid URL
+	resp, err := (&http.Client{Timeout: *timeout}).Do(req)
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s answered %d", *url, resp.StatusCode)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "orderagg healthcheck: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "ok")
+	return 0
+}
+
+// loopback turns a listen address (":8080", "0.0.0.0:8080", "") into one to
+// dial on this host.
+func loopback(addr string) string {
+	host, port, _ := net.SplitHostPort(cmp.Or(addr, "127.0.0.1:8080"))
+	if host == "" || net.ParseIP(host).IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }

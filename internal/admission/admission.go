@@ -3,18 +3,15 @@
 // refused request with an immediate 503 OVERLOADED and Retry-After.
 package admission
 
-// Limiter admits at most a fixed number of requests at once. It never
-// blocks: TryAcquire takes a slot or refuses at once. It is safe for
-// concurrent use. The zero Limiter admits nothing; build one with New.
-type Limiter struct {
-	slots chan struct{}
-}
+// Limiter admits at most a fixed number of requests at once and never
+// blocks. It is safe for concurrent use. The zero Limiter admits nothing.
+type Limiter struct{ slots chan struct{} }
 
 // New returns a limiter of n requests at once; n <= 0 refuses every request.
 func New(n int) *Limiter { return &Limiter{slots: make(chan struct{}, max(n, 0))} }
 
-// TryAcquire takes a slot and reports true, or reports false when all are
-// held. Every true must be matched by one Release.
+// TryAcquire takes a slot and reports true, or reports false at once when
+// all are held. Every true must be matched by one Release.
 func (l *Limiter) TryAcquire() bool {
 	select {
 	case l.slots <- struct{}{}:

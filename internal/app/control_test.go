@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,17 @@ func logsWithMsg(t *testing.T, logs *bytes.Buffer, msg string) []map[string]any 
 	return out
 }
 
+// reloadWith writes body as the --config file and reloads it.
+func reloadWith(t *testing.T, c *control, body string) {
+	t.Helper()
+	cfg := config.DefaultServe()
+	cfg.ConfigFile = filepath.Join(t.TempDir(), "orderagg.yaml")
+	if err := os.WriteFile(cfg.ConfigFile, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.reloadFile(cfg)
+}
+
 // TestReloadLogsOnlyChanges: a reload logs each dependency whose settings
 // it changes, with their before and after, and nothing else.
 func TestReloadLogsOnlyChanges(t *testing.T) {
@@ -59,14 +72,9 @@ func TestReloadLogsOnlyChanges(t *testing.T) {
 	}
 	// The file: coupon back to its default timeout with a longer sleep
 	// window; inventory at the admin's value.
-	next := config.DefaultDependencies()
-	next.Update("coupon", func(d *config.Dependency) { d.Breaker.SleepWindow = 7 * time.Second })
-	next.Update("inventory", func(d *config.Dependency) { d.Timeout = 400 * time.Millisecond })
+	const file = "dependencies:\n  coupon:\n    breaker:\n      sleep_window: 7s\n  inventory:\n    timeout: 400ms\n"
 	logs.Reset()
-	n, err := c.Reload(next)
-	if err != nil || n != 1 {
-		t.Fatalf("Reload = %d, %v; want 1 dependency changed", n, err)
-	}
+	reloadWith(t, c, file)
 	reloaded := logsWithMsg(t, logs, "settings reloaded")
 	if len(reloaded) != 1 || reloaded[0]["dependency"] != "coupon" {
 		t.Fatalf("want one line, for coupon: %s", logs)
@@ -79,21 +87,25 @@ func TestReloadLogsOnlyChanges(t *testing.T) {
 	if d := c.deps["coupon"]; d.Breaker.SleepWindow != 7*time.Second || d.Timeout != 300*time.Millisecond {
 		t.Errorf("coupon in force: %+v", d)
 	}
-	// The same file again: nothing changes, nothing is logged.
+	if done := logsWithMsg(t, logs, "config reloaded"); len(done) != 1 || done[0]["dependencies_changed"] != 1.0 {
+		t.Errorf("config reloaded lines: %v", done)
+	}
+	// The same file again: nothing changes, no dependency is logged.
 	logs.Reset()
-	if n, err := c.Reload(next); err != nil || n != 0 || logs.Len() != 0 {
-		t.Errorf("second reload: %d, %v, logs %s", n, err, logs)
+	reloadWith(t, c, file)
+	if n := len(logsWithMsg(t, logs, "settings reloaded")); n != 0 {
+		t.Errorf("second reload logged %d changes: %s", n, logs)
 	}
 }
 
 func TestReloadRefusesInvalidSettings(t *testing.T) {
 	c, logs := newControl(t)
-	next := config.DefaultDependencies()
-	next.Update("order", func(d *config.Dependency) { d.Timeout = 2 * time.Second })
-	if _, err := c.Reload(next); err == nil || !strings.Contains(err.Error(), "dependencies.order.timeout") {
-		t.Fatalf("Reload = %v", err)
+	reloadWith(t, c, "dependencies:\n  order:\n    timeout: 2s\n")
+	if failed := logsWithMsg(t, logs, "config reload failed; keeping the settings in force"); len(failed) != 1 ||
+		!strings.Contains(failed[0]["err"].(string), "dependencies.order.timeout") {
+		t.Fatalf("want the failure logged, naming the key: %s", logs)
 	}
-	if d, _ := c.deps.Get("order"); d.Timeout != time.Second || logs.Len() != 0 {
-		t.Errorf("a refused reload changed or logged something: %v, %s", d.Timeout, logs)
+	if d, _ := c.deps.Get("order"); d.Timeout != time.Second || len(logsWithMsg(t, logs, "settings reloaded")) != 0 {
+		t.Errorf("a refused reload changed something: %v, %s", d.Timeout, logs)
 	}
 }

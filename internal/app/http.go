@@ -8,75 +8,80 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/handlers"
 )
 
-// program is what a running program owns: the close stack of everything
-// it opened, and its HTTP servers, the first of which to stop by itself
-// says so on failed (buffered, of one).
+// program is what a running program owns: what it opened, to close, and
+// its HTTP servers, the first of which to stop by itself says so on failed
+// (buffered, of one).
 type program struct {
-	logger   *slog.Logger
-	allowed  []string      // --allowed-hosts
-	deadline time.Duration // a request's budget; its answer gets 10s more to be written
-	// readHeader cuts off a client that dawdles over its headers; 0 means 5s.
-	readHeader time.Duration
+	logger     *slog.Logger
+	allowed    []string      // --allowed-hosts
+	deadline   time.Duration // a request's budget; its answer gets 10s more to be written
+	readHeader time.Duration // how long a client may take over its headers; 0 means 5s
 	closers    closeStack
 	failed     chan error
 }
 
-// server is an http.Server whose Shutdown also waits for the goroutine
-// that runs it.
-type server struct {
-	*http.Server
-	addr string // the address it listens on
-	wg   sync.WaitGroup
-}
-
-// serve listens on addr and serves the handler build makes around the
-// listener's host guard, until the close stack shuts it down. Request
-// headers are limited to 64 KiB (net/http allows 4 KiB beyond
-// MaxHeaderBytes; 431 past it). The server's own errors are logged at WARN.
-func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.Handler) (*server, error) {
+// serve serves on addr the handler build makes around the listener's host
+// guard, and returns the server and its address. The close stack stops it:
+// no new requests, those in flight finish within its timeout, the rest are
+// cut. Request headers over 64 KiB get 431.
+func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.Handler) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	logger := p.logger.With("server", name)
-	srv := &server{addr: ln.Addr().String(), Server: &http.Server{
+	srv := &http.Server{
 		Handler:           build(handlers.NewHostGuard(ln.Addr(), p.allowed)),
 		ReadHeaderTimeout: cmp.Or(p.readHeader, 5*time.Second),
 		ReadTimeout:       max(10*time.Second, p.readHeader),
 		WriteTimeout:      p.deadline + 10*time.Second,
 		IdleTimeout:       time.Minute,
-		MaxHeaderBytes:    64<<10 - 4096,
+		MaxHeaderBytes:    64<<10 - 4096, // net/http allows 4 KiB beyond it
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}}
-	srv.wg.Go(func() {
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server stopped", "addr", srv.addr, "err", err)
+			logger.Error("http server stopped", "err", err)
 			select {
 			case p.failed <- fmt.Errorf("%s server: %w", name, err):
 			default: // another one said it first
 			}
 		}
+	}()
+	p.closers.push(name+" server", func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		if err != nil {
+			srv.Close()
+		}
+		<-done
+		return err
 	})
-	p.closers.push(name+" server", srv.Shutdown)
-	return srv, nil
+	return srv, ln.Addr().String(), nil
 }
 
-// Shutdown stops accepting, waits for requests in flight (bounded by ctx,
-// after which the rest are cut) and for the serving goroutine.
-func (s *server) Shutdown(ctx context.Context) error {
-	err := s.Server.Shutdown(ctx)
-	if err != nil {
-		s.Server.Close()
+// wait returns nil when ctx ends and the error of a server that stops by
+// itself, calling reload on each value from reloads.
+func (p *program) wait(ctx context.Context, reloads <-chan os.Signal, reload func()) error {
+	for {
+		select {
+		case <-ctx.Done():
+			p.logger.Info("shutting down: draining in-flight requests")
+			return nil
+		case err := <-p.failed:
+			return err
+		case <-reloads:
+			reload()
+		}
 	}
-	s.wg.Wait()
-	return err
 }
 
 // closeStack closes what was opened, last first, all within one timeout.

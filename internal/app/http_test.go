@@ -137,11 +137,10 @@ func TestStartHTTPLogsServerErrorsAtWarn(t *testing.T) {
 	})
 	p := &program{logger: slog.New(rec), failed: make(chan error, 1)}
 	defer p.closers.closeAll(slog.New(slog.DiscardHandler), time.Second)
-	srv, err := p.serve("api", "127.0.0.1:0", func(*handlers.HostGuard) http.Handler { return h })
+	_, addr, err := p.serve("api", "127.0.0.1:0", func(*handlers.HostGuard) http.Handler { return h })
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := srv.addr
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := c.Get("http://" + addr + "/")
 	if err != nil {

@@ -1,13 +1,21 @@
+// Package app wires orderagg's parts into the running programs, Serve and
+// RunSim. It owns every long-lived goroutine and closes what it opened,
+// last first, on the way out; cmd/orderagg only parses arguments and
+// signals, so tests run the real service in-process.
 package app
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/orderagg/orderagg/internal/admission"
 	"github.com/orderagg/orderagg/internal/cache"
@@ -20,6 +28,41 @@ import (
 	"github.com/orderagg/orderagg/internal/sim"
 	"github.com/orderagg/orderagg/internal/telemetry"
 )
+
+// Env is what a program gets from its surroundings. Every field may be
+// zero: logs go to os.Stderr, no reloads come, nobody is told, and spans go
+// to the exporter OTEL_TRACES_EXPORTER names.
+type Env struct {
+	Stderr       io.Writer             // the structured logs, JSON lines
+	Reload       <-chan os.Signal      // config reload requests (SIGHUP in main)
+	OnReady      func(Addrs)           // told the bound addresses once serving
+	Version      string                // the build's version, as service.version
+	SpanExporter sdktrace.SpanExporter // every span, in place of OTEL_TRACES_EXPORTER's
+}
+
+// Addrs are the addresses a running program listens on.
+type Addrs struct {
+	API   string
+	Admin string // empty when the admin API is off
+	Sim   string // the simulators': RunSim's, or the embedded ones in demo mode
+}
+
+// newLogger writes JSON lines to w (os.Stderr when nil), each carrying the
+// trace and span ids of its context, and durations as "1.5s".
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		},
+	})))
+}
 
 // Serve runs the order-detail service until ctx ends, then drains:
 // readiness goes 503, the listeners stop accepting, requests in flight
@@ -47,16 +90,13 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	// in-process and every URL points at them.
 	var simulator *sim.Server
 	if cfg.EmbeddedDownstreams() {
-		simulator = sim.New(sim.WithLogger(logger.With("component", "sim")))
-		srv, err := p.serve("sim", "127.0.0.1:0", func(g *handlers.HostGuard) http.Handler { return g.Wrap(simulator) })
-		if err != nil {
+		if simulator, addrs.Sim, err = p.serveSim(logger.With("component", "sim"), "127.0.0.1:0"); err != nil {
 			return fmt.Errorf("starting embedded simulators: %w", err)
 		}
-		srv.RegisterOnShutdown(simulator.Close)
-		addrs.Sim, cfg.URLs = srv.addr, config.SameURL("http://"+srv.addr)
-		logger.Info("embedded demo mode: simulated downstreams in-process", "sim_addr", srv.addr,
-			"inject_fault", "curl -X PUT http://"+srv.addr+`/faults/logistics -d '{"hang":true}'`,
-			"clear_faults", "curl -X DELETE http://"+srv.addr+"/faults")
+		cfg.URLs = config.SameURL("http://" + addrs.Sim)
+		logger.Info("embedded demo mode: simulated downstreams in-process", "sim_addr", addrs.Sim,
+			"inject_fault", "curl -X PUT http://"+addrs.Sim+`/faults/logistics -d '{"hang":true}'`,
+			"clear_faults", "curl -X DELETE http://"+addrs.Sim+"/faults")
 	}
 
 	store, err := cache.Open(ctx, cache.Config{URL: cfg.RedisURL}, logger, cache.WithTracerProvider(tel.TracerProvider()))
@@ -73,15 +113,13 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 
 	guards := map[string]*resilience.Guard{}
 	for _, name := range cfg.Dependencies.Names() {
-		d, _ := cfg.Dependencies.Get(name)
-		g, err := resilience.New(name, d.Config, resilience.WithListener(tel.Listener()),
+		g, err := resilience.New(name, cfg.Dependencies[name].Config, resilience.WithListener(tel.Listener()),
 			resilience.WithTracerProvider(tel.TracerProvider()))
 		if err != nil {
 			return err
 		}
 		guards[name], gauges.Guards = g, append(gauges.Guards, g)
 	}
-
 	page, downstreams, err := newPage(cfg, tel, store, guards, &p.closers)
 	if err != nil {
 		return err
@@ -101,42 +139,29 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 	opts := handlers.Options{Pager: page, Deadline: cfg.Deadline, Limiter: limiter, Report: report, Dashboard: dash,
 		Ready: ready.Load, Logger: logger, Metrics: tel.MetricsHandler(), Record: tel.RecordRequest, Rejected: tel.RecordRejected,
 		Middleware: []echo.MiddlewareFunc{tel.Middleware()}}
-	api, err := p.serve("api", cfg.Addr, func(g *handlers.HostGuard) http.Handler { opts.Guard = g; return handlers.New(opts) })
+	api, apiAddr, err := p.serve("api", cfg.Addr, func(g *handlers.HostGuard) http.Handler { opts.Guard = g; return handlers.New(opts) })
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	api.RegisterOnShutdown(dash.Close) // live streams would hold the drain open
-	addrs.API = api.addr
+	addrs.API = apiAddr
 	if cfg.AdminAddr != "" {
-		admin, err := p.serve("admin", cfg.AdminAddr, func(g *handlers.HostGuard) http.Handler {
-			return handlers.NewAdmin(ctl, cfg.AdminToken, g, logger)
-		})
-		if err != nil {
+		admin := func(g *handlers.HostGuard) http.Handler { return handlers.NewAdmin(ctl, cfg.AdminToken, g, logger) }
+		if _, addrs.Admin, err = p.serve("admin", cfg.AdminAddr, admin); err != nil {
 			return fmt.Errorf("--admin-addr: %w", err)
 		}
-		addrs.Admin = admin.addr
 	}
 	if err := tel.Observe(gauges); err != nil {
 		return err
 	}
 
 	ready.Store(true)
+	defer ready.Store(false)
 	logger.Info("ready", "addr", addrs.API, "admin_addr", addrs.Admin, "deadline", cfg.Deadline)
 	if env.OnReady != nil {
 		env.OnReady(addrs)
 	}
-	defer ready.Store(false)
-	for {
-		select {
-		case <-ctx.Done():
-			logger.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
-			return nil
-		case err := <-p.failed:
-			return err
-		case <-env.Reload:
-			ctl.reloadFile(cfg)
-		}
-	}
+	return p.wait(ctx, env.Reload, func() { ctl.reloadFile(cfg) })
 }
 
 // newPage makes the order-detail page: one client per registered
@@ -146,7 +171,7 @@ func newPage(cfg config.Serve, tel *telemetry.Telemetry, store *cache.Store, gua
 	byName := map[string]*orderdetail.Downstream{}
 	pc := orderdetail.Config{Store: store, CacheGuard: guards[config.NameCache], Reserve: cfg.Reserve, Observer: tel.Listener()}
 	for _, e := range downstream.Registered() {
-		d, _ := cfg.Dependencies.Get(e.Name)
+		d := cfg.Dependencies[e.Name]
 		ds, closeClient, err := e.New(e, downstream.Config{BaseURL: cfg.URLs[e.Name], MaxIdleConns: 2 * d.Bulkhead.MaxConcurrent,
 			WrapTransport: tel.WrapTransport}, guards[e.Name], d.CacheMaxAge)
 		if err != nil {
@@ -169,21 +194,24 @@ func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
 	logger := newLogger(env.Stderr, cfg.LogLevel)
 	p := &program{logger: logger, allowed: cfg.AllowedHosts, failed: make(chan error, 1)}
 	defer p.closers.closeAll(logger, 5*time.Second)
-	s := sim.New(sim.WithLogger(logger))
-	srv, err := p.serve("sim", cfg.Addr, func(g *handlers.HostGuard) http.Handler { return g.Wrap(s) })
+	_, addr, err := p.serveSim(logger, cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	srv.RegisterOnShutdown(s.Close)
-	logger.Info("ready", "addr", srv.addr, "services", sim.Services())
+	logger.Info("ready", "addr", addr, "services", sim.Services())
 	if env.OnReady != nil {
-		env.OnReady(Addrs{Sim: srv.addr})
+		env.OnReady(Addrs{Sim: addr})
 	}
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-		return nil
-	case err := <-p.failed:
-		return err
+	return p.wait(ctx, nil, nil)
+}
+
+// serveSim serves the simulated downstreams on addr.
+func (p *program) serveSim(logger *slog.Logger, addr string) (*sim.Server, string, error) {
+	s := sim.New(sim.WithLogger(logger))
+	srv, bound, err := p.serve("sim", addr, func(g *handlers.HostGuard) http.Handler { return g.Wrap(s) })
+	if err != nil {
+		return nil, "", err
 	}
+	srv.RegisterOnShutdown(s.Close)
+	return s, bound, nil
 }

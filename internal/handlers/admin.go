@@ -17,18 +17,16 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Control is what the admin API steers: the settings in force and the
-// breakers. Implementations apply each change atomically and log it; an
-// error matching config.ErrUnknownDependency means dep is not known.
+// Control is what the admin API steers. Implementations apply each change
+// atomically and log it. An error matching config.ErrUnknownDependency
+// means dep is not known; any other, that the change was invalid and
+// nothing changed.
 type Control interface {
-	// Settings returns each dependency's settings, keyed like the --config file.
-	Settings() map[string]map[string]any
-	// Patch lays body (keys of the dependency's --config section) over its
-	// settings and returns the result; any error but an unknown dep means
-	// the body was invalid and nothing changed.
+	Settings() map[string]map[string]any // each dependency's, keyed like the --config file
+	// Patch lays body (keys of dep's --config section) over dep's settings
+	// and returns the result.
 	Patch(dep string, body []byte) (map[string]any, error)
-	// ForceBreaker sets or clears the operator override of dep's breaker.
-	ForceBreaker(dep string, f resilience.Force) error
+	ForceBreaker(dep string, f resilience.Force) error // sets or clears the operator override
 }
 
 // forces are the breaker overrides by the names the API takes.
@@ -73,10 +71,9 @@ func NewAdmin(ctl Control, token string, g *HostGuard, logger *slog.Logger) *ech
 	return e
 }
 
-// bearer refuses, with 401 and a challenge, every request without the
-// token; a missing header and a wrong token look alike. Both sides are
-// hashed, so the constant-time comparison does not tell the token's
-// length; an empty token matches nothing.
+// bearer answers 401 with a challenge to every request without the token;
+// an empty token matches nothing. The comparison takes the same time
+// whatever the key, its length included.
 func bearer(token string) echo.MiddlewareFunc {
 	want := sha256.Sum256([]byte(token))
 	return middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{

@@ -27,9 +27,7 @@ var validOrderID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 type orders struct{ Options }
 
 func (h *orders) get(c echo.Context) error {
-	arrived := time.Now()
-	// The deadline runs from arrival: whatever happens below, the answer
-	// leaves within it.
+	arrived := time.Now() // the deadline runs from here
 	ctx, cancel := context.WithDeadline(c.Request().Context(), arrived.Add(h.Deadline))
 	defer cancel()
 	status, degraded := http.StatusOK, false
@@ -66,7 +64,7 @@ func (h *orders) get(c echo.Context) error {
 		return err
 	}
 	if degraded = page.Degraded; degraded {
-		c.Response().Header().Set(echo.HeaderCacheControl, "no-store") // no cache may keep a partial page
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	}
 	return c.JSONBlob(http.StatusOK, body)
 }
@@ -89,8 +87,7 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 		Degraded bool   `json:"degraded"`
 	}{p.OrderID, p.Degraded})
 	for _, s := range p.Sections {
-		body := s.BodyJSON // a live body, encoded once by the page
-		var err error
+		body, err := s.BodyJSON, error(nil)
 		if body == nil {
 			body, err = json.Marshal(s.Body)
 		}

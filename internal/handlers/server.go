@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -18,48 +19,34 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/orderagg/orderagg/internal/admission"
+	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Options wires the public API. Pager, Deadline and Limiter are required;
-// any other field left zero leaves its part out.
+// Options wires the public API. Ready, Guard, Record, Rejected and
+// Middleware may be left zero; every other field is required.
 type Options struct {
-	Pager Pager
-	// Deadline bounds each order-detail request, from its arrival.
-	Deadline time.Duration
-	// Limiter admits order-detail requests; one refused gets an immediate
-	// 503 OVERLOADED with Retry-After.
-	Limiter *admission.Limiter
-	// Report builds the /v1/resilience document; Metrics serves /metrics,
-	// Dashboard /dashboard and below.
-	Report             func() ResilienceReport
-	Metrics, Dashboard http.Handler
-	Ready              func() bool // readiness for /readyz; nil: always ready
-	Guard              *HostGuard  // checks Host and Origin; nil: serves all
-	Logger             *slog.Logger
+	Pager     Pager
+	Deadline  time.Duration      // bounds each order-detail request, from its arrival
+	Limiter   *admission.Limiter // a request it refuses gets 503 OVERLOADED with Retry-After
+	Report    func() ResilienceReport
+	Metrics   http.Handler // GET /metrics
+	Dashboard http.Handler // /dashboard and below
+	Ready     func() bool  // readiness for /readyz; nil: always ready
+	Guard     *HostGuard   // checks Host and Origin; nil: serves all
+	Logger    *slog.Logger
 	// Record hears every order-detail outcome, Rejected every request
 	// refused at admission.
 	Record   func(ctx context.Context, status int, degraded bool, d time.Duration)
 	Rejected func(ctx context.Context)
-	// Middleware runs inside the request id and the host check, around the
-	// handlers (telemetry's server span).
+	// Middleware runs inside the request id, host check and URL bound,
+	// around the handlers (telemetry's server span).
 	Middleware []echo.MiddlewareFunc
 }
 
-// New builds the public API's router. Middleware, outermost first:
-// recovery, request id, host check, URL length, o.Middleware, recovery
-// again. The outer recovery turns a panic in a middleware into a logged
-// JSON 500; the inner one turns a handler's panic into an error that
-// o.Middleware sees, so the server span records the 500 too.
+// New builds the public API's router. A panic in a middleware is a logged
+// JSON 500; a handler's panic reaches o.Middleware as an error first.
 func New(o Options) *echo.Echo {
 	e := newEcho(o.Logger, o.Guard)
-	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if len(c.Request().RequestURI) > 8<<10 {
-				return &APIError{http.StatusRequestURITooLong, CodeURITooLong, "request URI longer than 8 KiB", 0}
-			}
-			return next(c)
-		}
-	})
 	e.Use(o.Middleware...)
 	e.Use(recovery(o.Logger, true))
 	get(e, "/v1/orders/:id", (&orders{o}).get)
@@ -70,38 +57,30 @@ func New(o Options) *echo.Echo {
 		}
 		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 	})
-	if o.Report != nil {
-		get(e, "/v1/resilience", func(c echo.Context) error {
-			c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
-			return c.JSON(http.StatusOK, o.Report())
-		})
-	}
-	if o.Metrics != nil {
-		get(e, "/metrics", echo.WrapHandler(o.Metrics))
-	}
-	if o.Dashboard != nil {
-		e.Any("/dashboard", echo.WrapHandler(o.Dashboard))
-		e.Any("/dashboard/*", echo.WrapHandler(o.Dashboard))
-	}
+	get(e, "/v1/resilience", func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return c.JSON(http.StatusOK, o.Report())
+	})
+	get(e, "/metrics", echo.WrapHandler(o.Metrics))
+	e.Any("/dashboard", echo.WrapHandler(o.Dashboard))
+	e.Any("/dashboard/*", echo.WrapHandler(o.Dashboard))
 	return e
 }
 
-// newEcho is a router with what every listener has: the JSON error
-// handler, recovery, the request id and, when g is set, the host check.
-// The request id is the caller's X-Request-Id when it is 1–128 printable
-// ASCII bytes, else a new one.
+// saneRequestID is a caller's X-Request-Id that is kept; any other gets a
+// new one.
+var saneRequestID = regexp.MustCompile(`^[!-~]{1,128}$`)
+
+// newEcho is a router with what every listener has: the JSON errors,
+// recovery, the request id, the host check when g is set, and a 414 for a
+// request URI over 8 KiB.
 func newEcho(logger *slog.Logger, g *HostGuard) *echo.Echo {
 	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(logger)
 	e.Use(recovery(logger, false), middleware.RequestIDWithConfig(middleware.RequestIDConfig{
 		Generator: rand.Text,
 		RequestIDHandler: func(c echo.Context, id string) {
-			sane := id != "" && len(id) <= 128
-			for i := 0; sane && i < len(id); i++ {
-				sane = id[i] > 0x20 && id[i] < 0x7f
-			}
-			if !sane {
+			if !saneRequestID.MatchString(id) {
 				c.Response().Header().Set(echo.HeaderXRequestID, rand.Text())
 			}
 		},
@@ -109,6 +88,14 @@ func newEcho(logger *slog.Logger, g *HostGuard) *echo.Echo {
 	if g != nil {
 		e.Use(echo.WrapMiddleware(g.Wrap))
 	}
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if len(c.Request().RequestURI) > 8<<10 {
+				return &APIError{http.StatusRequestURITooLong, CodeURITooLong, "request URI longer than 8 KiB", 0}
+			}
+			return next(c)
+		}
+	})
 	return e
 }
 
@@ -117,23 +104,20 @@ func get(e *echo.Echo, path string, h echo.HandlerFunc) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, path, h)
 }
 
-// errPanicked is the answer to a recovered panic, logged where it is
-// recovered (with the stack), so errorHandler does not log it again.
+// errPanicked is the answer to a recovered panic, and to an error of no
+// known kind.
 var errPanicked = &APIError{http.StatusInternalServerError, CodeInternal, "internal error", 0}
 
-// recovery turns a panic below it into a 500, logged at ERROR with the
-// panicking goroutine's stack. passUp returns the error to the middleware
-// above instead of answering at once.
+// recovery turns a panic below it into errPanicked, logged at ERROR with the
+// panicking goroutine's stack. passUp returns it to the middleware above
+// instead of answering at once.
 func recovery(logger *slog.Logger, passUp bool) echo.MiddlewareFunc {
 	return middleware.RecoverWithConfig(middleware.RecoverConfig{
-		StackSize:           16 << 10,
-		DisableStackAll:     true,
-		DisableErrorHandler: passUp,
+		StackSize: 16 << 10, DisableStackAll: true, DisableErrorHandler: passUp,
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			req := c.Request()
-			logger.ErrorContext(req.Context(), "panic serving a request",
-				"panic", err.Error(), "method", req.Method, "path", req.URL.Path,
-				"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "stack", string(stack))
+			logger.ErrorContext(req.Context(), "panic serving a request", "panic", err.Error(), "method", req.Method,
+				"path", req.URL.Path, "request_id", c.Response().Header().Get(echo.HeaderXRequestID), "stack", string(stack))
 			return errPanicked
 		},
 	})
@@ -179,40 +163,51 @@ func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(ErrorBody{APIError{Code: code, Message: msg}})
 }
 
-// echoCodes names the errors echo and its middleware answer with in the
-// contract's codes; any other is BAD_REQUEST below 500, INTERNAL above.
+// echoCodes are the contract's codes of the errors echo answers with; any
+// other is BAD_REQUEST below 500 and INTERNAL from 500.
 var echoCodes = map[int]string{
-	http.StatusNotFound:              CodeNotFound,
-	http.StatusMethodNotAllowed:      CodeMethodNotAllowed,
-	http.StatusRequestEntityTooLarge: CodeTooLarge,
+	http.StatusNotFound: CodeNotFound, http.StatusMethodNotAllowed: CodeMethodNotAllowed, http.StatusRequestEntityTooLarge: CodeTooLarge,
 }
 
-// errorHandler renders every error as the contract's JSON: an *APIError as
-// it says, echo's own errors with their status, and anything else as a
-// logged, bare 500, so internals never leak.
+// errorHandler renders an *APIError as it says, an *echo.HTTPError with its
+// status, and anything else as a logged, bare 500, so internals never leak.
 func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
-		if c.Response().Committed {
-			return
-		}
-		apiErr := errPanicked // the bare 500, for an error of no known kind
+		apiErr := errPanicked
 		var he *echo.HTTPError
 		switch {
+		case c.Response().Committed:
+			return
 		case errors.As(err, &apiErr):
 		case errors.As(err, &he):
-			code := cmp.Or(echoCodes[he.Code], CodeBadRequest)
-			if he.Code >= 500 && code == CodeBadRequest {
-				code = CodeInternal
+			apiErr = &APIError{he.Code, cmp.Or(echoCodes[he.Code], CodeBadRequest), http.StatusText(he.Code), 0}
+			if he.Code >= 500 {
+				apiErr.Code = CodeInternal
 			}
-			apiErr = &APIError{he.Code, code, http.StatusText(he.Code), 0}
 		default:
 			logger.ErrorContext(c.Request().Context(), "unhandled error", "err", err, "path", c.Path())
 		}
 		if apiErr.RetryAfter > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}
-		if err := c.JSON(apiErr.Status, ErrorBody{*apiErr}); err != nil {
-			logger.DebugContext(c.Request().Context(), "writing error response", "err", err)
-		}
+		_ = c.JSON(apiErr.Status, ErrorBody{*apiErr})
 	}
+}
+
+// ResilienceReport is the /v1/resilience document, which the dashboard
+// streams too: each guard's Snapshot, in the order given.
+type ResilienceReport struct {
+	GeneratedAt  time.Time             `json:"generated_at"`
+	DeadlineMS   int64                 `json:"deadline_ms"`
+	Dependencies []resilience.Snapshot `json:"dependencies"`
+}
+
+// NewResilienceReport reads every guard, in the order given. deadline is
+// the whole request's budget.
+func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resilience.Guard) ResilienceReport {
+	r := ResilienceReport{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: []resilience.Snapshot{}}
+	for _, g := range guards {
+		r.Dependencies = append(r.Dependencies, g.Snapshot())
+	}
+	return r
 }
