@@ -26,9 +26,7 @@ import (
 // version is set at build time (-ldflags "-X main.version=…").
 var version = "dev"
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 const usage = `Usage: orderagg [command] [flags]
 

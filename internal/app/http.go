@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/handlers"
@@ -46,9 +47,8 @@ func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.
 		MaxHeaderBytes:    64<<10 - 4096, // net/http allows 4 KiB beyond it
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var serving sync.WaitGroup
+	serving.Go(func() {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("http server stopped", "err", err)
 			select {
@@ -56,13 +56,13 @@ func (p *program) serve(name, addr string, build func(*handlers.HostGuard) http.
 			default: // another one said it first
 			}
 		}
-	}()
+	})
 	p.closers.push(name+" server", func(ctx context.Context) error {
 		err := srv.Shutdown(ctx)
 		if err != nil {
 			srv.Close()
 		}
-		<-done
+		serving.Wait()
 		return err
 	})
 	return srv, ln.Addr().String(), nil
