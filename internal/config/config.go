@@ -31,8 +31,7 @@ import (
 )
 
 // ErrUsage matches every error of a bad command line, environment or
-// --config file: print its message and exit with status 2. --help returns
-// flag.ErrHelp instead: print the usage and exit 0.
+// --config file (exit status 2); --help returns flag.ErrHelp (exit 0).
 var ErrUsage = errors.New("config: usage error")
 
 // EnvPrefix starts every flag's environment twin: --order-url is ORDERAGG_ORDER_URL.
@@ -53,15 +52,13 @@ type Serve struct {
 	Deadline, Reserve        time.Duration // the page's calls end at Deadline − Reserve
 	MaxInflight              int
 	ConfigFile               string
-	// AdminAddr (empty: off) needs AdminToken, given directly or read from
-	// AdminTokenFile.
+	// AdminAddr (empty: off) needs AdminToken, read from AdminTokenFile if set.
 	AdminAddr, AdminToken, AdminTokenFile string
 	AllowedHosts, TrustedProxies          []string
 	MaxEventStreams                       int
 	ReadHeaderTimeout, ShutdownTimeout    time.Duration
 	LogLevel                              slog.Level
-	// Dependencies are the per-dependency settings in force at start-up:
-	// DefaultDependenciesFor(MaxInflight) with the --config file laid over.
+	// Dependencies are DefaultDependenciesFor(MaxInflight) with the --config file laid over.
 	Dependencies Dependencies
 }
 
@@ -180,8 +177,8 @@ func ParseSim(args []string) (Sim, error) {
 
 // Parse parses args into fs with ff and, when env is set, the environment
 // twins (EnvName) of the flags args leave out. --help returns flag.ErrHelp;
-// every other error is one line naming the flag, with passwords hidden, and
-// matches ErrUsage.
+// every other error matches ErrUsage, is one line naming the flag and its
+// variable, and hides passwords.
 func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	fs.SetOutput(io.Discard) // the caller prints the error or the usage
 	var opts []ff.Option
@@ -191,7 +188,7 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 	switch err := ff.Parse(fs, args, opts...); {
 	case errors.Is(err, flag.ErrHelp):
 		return flag.ErrHelp
-	case err != nil: // without ff's "error parsing …", with the flag's name and variable in front
+	case err != nil: // without ff's "error parsing …"
 		msg := redact(errors.Unwrap(err).Error())
 		if m := badValue.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("--%s (%s): %s", m[1]+m[2], EnvName(prefix, m[1]+m[2]), msg)
@@ -235,8 +232,8 @@ func EnvName(prefix, name string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-// check returns the first bad value, having filled the downstream URLs left
-// empty from --downstreams-url and read the admin token file.
+// check returns the first bad value, having filled the empty downstream URLs
+// from --downstreams-url and read the admin token file.
 func (s *Serve) check() error {
 	errs := []error{named("downstreams-url", CheckURL(s.DownstreamsURL, webSchemes, false))}
 	var missing []string
@@ -267,8 +264,7 @@ func (s *Serve) check() error {
 		s.readAdminToken())...)
 }
 
-// readAdminToken reads the token file, if any, and checks the token; no
-// message shows it.
+// readAdminToken reads the token file, if any, and checks the token without showing it.
 func (s *Serve) readAdminToken() error {
 	from := "admin-token"
 	if s.AdminTokenFile != "" {
@@ -294,8 +290,8 @@ func (s *Serve) readAdminToken() error {
 func (s Serve) Bounds() Bounds { return Bounds{Deadline: s.Deadline, Reserve: s.Reserve} }
 
 // LoadDependencies returns the ConfigFile's settings (none: no file) laid
-// over DefaultDependenciesFor(MaxInflight) and validated against Bounds:
-// what start-up and SIGHUP put in force. An error names the file's line.
+// over DefaultDependenciesFor(MaxInflight), validated against Bounds: what
+// start-up and SIGHUP put in force.
 func (s Serve) LoadDependencies() (Dependencies, error) {
 	deps := DefaultDependenciesFor(s.MaxInflight)
 	if s.ConfigFile == "" {
@@ -311,8 +307,7 @@ func (s Serve) LoadDependencies() (Dependencies, error) {
 	return deps, nil
 }
 
-// EmbeddedDownstreams reports whether no downstream URL is set: the
-// simulators run in-process.
+// EmbeddedDownstreams reports whether no downstream URL is set: the simulators run in-process.
 func (s Serve) EmbeddedDownstreams() bool {
 	return !slices.ContainsFunc(downstream.Names(), func(n string) bool { return s.URLs[n] != "" })
 }
@@ -328,8 +323,7 @@ func SameURL(base string) map[string]string {
 
 var webSchemes = []string{"http", "https"}
 
-// listOf sets a comma-separated flag's entries in *l, blanks around them
-// dropped, and refuses an entry that is not ok.
+// listOf sets a comma-separated flag's entries in *l, refusing one not ok.
 func listOf(l *[]string, want string, ok func(string) bool) func(string) error {
 	return func(v string) error {
 		*l = strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' })
@@ -386,9 +380,8 @@ func redact(s string) string {
 	return password.ReplaceAllString(userinfo.ReplaceAllString(s, "://xxxxx@"), "${1}xxxxx")
 }
 
-// CheckURL accepts empty, or an absolute URL with one of schemes and a
-// host, no fragment, and no query unless query is set (Redis URLs take
-// options there). Its errors never repeat s, which may hold a password.
+// CheckURL accepts empty, or an absolute URL with one of schemes, a host, no
+// fragment, and no query unless query is set. Its errors never repeat s.
 func CheckURL(s string, schemes []string, query bool) error {
 	if s == "" {
 		return nil

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,9 +20,9 @@ import (
 )
 
 // Dependency is one dependency's settings: its resilience guard and, for a
-// downstream, how old a last-good answer may be and still be served. The
-// yaml names are the keys of its section of the --config file and of the
-// admin API's PATCH body, where "timeout: auto" sets AutoTimeout.
+// downstream, how old a last-good answer may be served. The yaml names are
+// the keys of its --config section and of the admin PATCH body, where
+// "timeout: auto" sets AutoTimeout.
 type Dependency struct {
 	resilience.Config `yaml:",inline"`
 	// CacheMaxAge is the age beyond which a last-good answer is treated as
@@ -29,16 +30,14 @@ type Dependency struct {
 	CacheMaxAge time.Duration `yaml:"cache_max_age" json:"cache_max_age"`
 }
 
-// NameCache names the guard of the last-good reads made when a downstream
-// fails; the downstreams' names are internal/downstream's registry's.
+// NameCache names the guard of the last-good reads made when a downstream fails.
 const NameCache = "cache"
 
 // ErrUnknownDependency is Patch's error for a name not in Names.
 var ErrUnknownDependency = errors.New("unknown dependency")
 
 // Dependencies are the settings of every registered downstream, by name,
-// and of the last-good store's guard, NameCache. Start from
-// DefaultDependencies; Patch returns a new map, Update changes this one.
+// and of NameCache. Start from DefaultDependencies.
 type Dependencies map[string]Dependency
 
 // Names returns the registered downstreams in page order, then cache.
@@ -47,8 +46,7 @@ func (Dependencies) Names() []string { return append(downstream.Names(), NameCac
 // Get returns the named dependency's settings, and false for an unknown name.
 func (d Dependencies) Get(name string) (Dependency, bool) { dep, ok := d[name]; return dep, ok }
 
-// Update changes the named dependency's settings with f, and reports false
-// for a name d does not hold.
+// Update changes the named dependency's settings with f; false: d lacks it.
 func (d Dependencies) Update(name string, f func(*Dependency)) bool {
 	dep, ok := d[name]
 	if ok {
@@ -66,19 +64,13 @@ func DefaultDependencies() Dependencies { return DefaultDependenciesFor(DefaultM
 // refuses a call while maxInflight pages are admitted: maxInflight slots for
 // a downstream, and for the cache one read per section of every page.
 func DefaultDependenciesFor(maxInflight int) Dependencies {
-	d := Dependencies{NameCache: {Config: CacheDefaults}}
+	cache := CacheDefaults
+	cache.Bulkhead.MaxConcurrent = cmp.Or(cache.Bulkhead.MaxConcurrent, maxInflight*len(downstream.Names()))
+	d := Dependencies{NameCache: {Config: cache.WithDefaults()}}
 	for _, e := range downstream.Registered() {
-		d[e.Name] = Dependency{Config: e.Defaults, CacheMaxAge: e.CacheMaxAge}
-	}
-	for name, dep := range d {
-		if dep.Bulkhead.MaxConcurrent == 0 {
-			dep.Bulkhead.MaxConcurrent = maxInflight
-			if name == NameCache {
-				dep.Bulkhead.MaxConcurrent *= len(downstream.Names())
-			}
-		}
-		dep.Config = dep.Config.WithDefaults()
-		d[name] = dep
+		c := e.Defaults
+		c.Bulkhead.MaxConcurrent = cmp.Or(c.Bulkhead.MaxConcurrent, maxInflight)
+		d[e.Name] = Dependency{Config: c.WithDefaults(), CacheMaxAge: e.CacheMaxAge}
 	}
 	return d
 }
@@ -90,8 +82,7 @@ var CacheDefaults = resilience.Config{
 	Retry:   resilience.RetryConfig{MaxAttempts: 1},
 }
 
-// Bounds are the page's time limits (--deadline, --reserve) that every
-// dependency's settings must fit.
+// Bounds are the page's time limits that every dependency's settings must fit.
 type Bounds struct{ Deadline, Reserve time.Duration }
 
 // CallsEnd is when, after a page starts, its calls are cut: Deadline − Reserve.
@@ -99,9 +90,8 @@ func (b Bounds) CallsEnd() time.Duration { return b.Deadline - b.Reserve }
 
 // Validate returns the first invalid setting, in Names order, as one line
 // "key: what is wrong". Beside resilience.Config.Validate's rules it refuses
-// what would blind a breaker: a timeout or timeout_max at or past
-// b.CallsEnd() (the call would end as the page's DEADLINE), and a reserve
-// or fallback_timeout not longer than cache.timeout.
+// what would blind a breaker: a timeout or timeout_max not before
+// b.CallsEnd(), and a reserve or fallback_timeout not above cache.timeout.
 func (d Dependencies) Validate(b Bounds) error {
 	reserve, cache := "--reserve ("+EnvName(EnvPrefix, "reserve")+")", d[NameCache]
 	blind := fmt.Sprintf("must be shorter than --deadline %v minus --reserve %v = %v, or a hang is cut as the page's DEADLINE, which the breaker never sees",
@@ -134,9 +124,9 @@ func (d Dependencies) Validate(b Bounds) error {
 }
 
 // Patch returns a copy of d with the named dependency's settings patched by
-// body, a JSON (or YAML) object with any keys of its --config section, the
-// whole validated against b; d is never modified. An unknown name matches
-// ErrUnknownDependency; every other error names the key and its line in body.
+// body, a JSON (or YAML) object of keys of its --config section, validated
+// against b; d is never modified. An unknown name matches
+// ErrUnknownDependency; every other error names the line in body.
 func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, error) {
 	dep, ok := d[name]
 	if !ok {
@@ -158,9 +148,7 @@ func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, e
 	return out.valid(b, body, "dependencies."+name+".")
 }
 
-// lay returns data, a --config document, laid over d: a key data leaves out
-// keeps d's setting. An unknown key or a value of the wrong type is an error
-// naming its line; what Validate finds against b names the key and its line.
+// lay returns data, a --config document, laid over d and validated against b.
 func (d Dependencies) lay(data []byte, b Bounds) (Dependencies, error) {
 	sections := keyed(reflect.TypeFor[Dependency](), d.Names()...) // the decoder refuses other names
 	for i, name := range d.Names() {
@@ -187,10 +175,9 @@ func keyed(t reflect.Type, keys ...string) reflect.Value {
 	return reflect.New(reflect.StructOf(fields)).Elem()
 }
 
-// UnmarshalYAML decodes a --config section over d with the calling decoder,
-// so unknown keys stay refused. "timeout: auto" (any case) turns AutoTimeout
-// on and keeps Timeout, where the adaptive sub-budget starts; a timeout that
-// is a duration turns it off.
+// UnmarshalYAML decodes a --config section over d, refusing unknown keys.
+// "timeout: auto" (any case) turns AutoTimeout on and keeps Timeout, where
+// the adaptive sub-budget starts; a duration turns it off.
 func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
 	var n node
 	if err := unmarshal(&n); err != nil {
@@ -207,14 +194,13 @@ func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*section)(d))
 }
 
-// node is the node being decoded itself, not a copy: a change to it is what
-// the decoder decodes next.
+// node is the node being decoded, not a copy: the decoder sees changes to it.
 type node struct{ *yaml.Node }
 
 func (n *node) UnmarshalYAML(v *yaml.Node) error { n.Node = v; return nil }
 
 // decode lays data, a YAML (or JSON) document, over v, refusing unknown
-// keys; an empty document is io.EOF. Errors are one line naming the line.
+// keys; an empty document is io.EOF. Errors are one line.
 func decode(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -231,8 +217,8 @@ func decode(data []byte, v any) error {
 
 var notFound = regexp.MustCompile(`field (\S+) not found in type .*`)
 
-// valid returns d if it is valid against b, else the first error with the
-// line of its key in data, a document of the keys under prefix.
+// valid returns d if valid against b, else the error with its key's line in
+// data, a document of the keys under prefix.
 func (d Dependencies) valid(b Bounds, data []byte, prefix string) (Dependencies, error) {
 	err := d.Validate(b)
 	if err == nil {
@@ -251,9 +237,9 @@ func (d Dependencies) valid(b Bounds, data []byte, prefix string) (Dependencies,
 	return nil, fmt.Errorf("%s (line %d): %s", key, n.Line, msg)
 }
 
-// Settings returns d as a tree of maps keyed like the --config file, with
-// durations in their short form ("300ms", "10m", "24h"): what the admin API
-// shows, and a PATCH body that gives the same settings back.
+// Settings returns d as maps keyed like the --config file, with durations
+// such as "300ms", "10m", "24h": what the admin API shows, and a PATCH body
+// that gives the same settings back.
 func (d Dependency) Settings() map[string]any {
 	var out map[string]any
 	data, err := yaml.Marshal(d)
@@ -266,7 +252,7 @@ func (d Dependency) Settings() map[string]any {
 	return shorten(out)
 }
 
-// shorten writes the durations in m as people write them: "10m", not "10m0s".
+// shorten writes durations as people do: "10m", not "10m0s".
 func shorten(m map[string]any) map[string]any {
 	for k, v := range m {
 		switch v := v.(type) {
