@@ -69,7 +69,8 @@ func (b *barrier) OnEvent(_ context.Context, e resilience.Event) {
 	}
 }
 
-func (b *barrier) OnStateChange(resilience.StateChange) {}
+func (b *barrier) OnStateChange(resilience.StateChange)     {}
+func (b *barrier) OnTimeoutChange(resilience.TimeoutChange) {}
 
 type emptyStore struct{}
 

@@ -402,7 +402,8 @@ func (c *fallbackCounter) OnEvent(_ context.Context, e resilience.Event) {
 	}
 }
 
-func (c *fallbackCounter) OnStateChange(resilience.StateChange) {}
+func (c *fallbackCounter) OnStateChange(resilience.StateChange)     {}
+func (c *fallbackCounter) OnTimeoutChange(resilience.TimeoutChange) {}
 
 // TestAbandonedPageSkipsFallbacks: once the order has failed with nothing
 // cached, the page is a 503 and the other sections are stopped; none of

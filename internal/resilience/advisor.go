@@ -59,12 +59,6 @@ type TimeoutChange struct {
 	Successes   int64
 }
 
-// TimeoutListener is implemented by a Listener that wants to hear of an
-// adaptive sub-budget's moves.
-type TimeoutListener interface {
-	OnTimeoutChange(c TimeoutChange)
-}
-
 // An adaptive sub-budget looks at the window once per adaptEvery at most,
 // moves only when the rule's figure is more than adaptDeadBand away or
 // pinned at a bound, and by at most adaptStep of its value a move.
@@ -89,10 +83,8 @@ func recommended(ok Percentiles, margin time.Duration) time.Duration {
 func (g *Guard) subBudget(s *settings, now time.Time) time.Duration {
 	last := g.lookedAt.Load()
 	if s.cfg.AutoTimeout && now.UnixNano()-last >= int64(adaptEvery) && g.lookedAt.CompareAndSwap(last, now.UnixNano()) {
-		if change := g.adapt(s, now); change != nil {
-			if l, ok := g.listener.(TimeoutListener); ok {
-				l.OnTimeoutChange(*change)
-			}
+		if change := g.adapt(s, now); change != nil && g.listener != nil {
+			g.listener.OnTimeoutChange(*change)
 		}
 	}
 	return time.Duration(g.timeout.Load())
@@ -107,14 +99,14 @@ func (g *Guard) subBudget(s *settings, now time.Time) time.Duration {
 func (g *Guard) adapt(s *settings, now time.Time) *TimeoutChange {
 	c, ok, st := s.window.counts(now, time.Time{}), s.window.latencies(now, true), g.breaker.reported()
 	rec := recommended(ok, s.cfg.TimeoutMargin)
-	if rec == 0 || (st != StateClosed && st != StateForcedClosed) || c[cFailure]+c[cTimeout] >= c[cSuccess] {
+	if rec == 0 || (st != StateClosed && st != StateForcedClosed) || c.bad() >= c[KindSuccess] {
 		return nil
 	}
 	lo, hi := s.cfg.autoBounds()
 	target, cur := min(max(rec, lo), hi), time.Duration(g.timeout.Load())
 	diff, step := target-cur, time.Duration(adaptStep*float64(cur))
 	switch {
-	case diff < 0 && c[cTimeout]*1000 > c[cSuccess]+c[cFailure]+c[cTimeout]:
+	case diff < 0 && c[KindTimeout]*1000 > c.calls():
 		return nil
 	case target != lo && target != hi && float64(max(diff, -diff)) <= adaptDeadBand*float64(cur):
 		return nil
@@ -137,8 +129,8 @@ func (g *Guard) Snapshot() Snapshot {
 	for i, n := range c {
 		snap.Counts[counterNames[i]] = n
 	}
-	if calls := c[cSuccess] + c[cFailure] + c[cTimeout]; calls > 0 {
-		snap.ErrorPercent = float64(c[cFailure]+c[cTimeout]) * 100 / float64(calls)
+	if calls := c.calls(); calls > 0 {
+		snap.ErrorPercent = float64(c.bad()) * 100 / float64(calls)
 	}
 	if s.cfg.AutoTimeout {
 		lo, hi := s.cfg.autoBounds()

@@ -40,10 +40,6 @@ type StateChange struct {
 	At         time.Time
 }
 
-// ticket is what the breaker hands an admitted call: 0, or for a half-open
-// probe the generation of its half-open spell (never 0).
-type ticket uint64
-
 // breaker opens on a run of failures or on the window's error rate, stays
 // open SleepWindow, then admits one probe. Its methods return the
 // transition they made, for the guard to tell the listener once the lock is
@@ -53,13 +49,14 @@ type breaker struct {
 	state   State // forcing aside
 	force   Force
 	since   time.Time // of the last transition; while closed, the window counts only buckets from here on
-	gen     ticket    // counts the transitions
+	gen     uint64    // counts the transitions
 	streak  int       // failures and timeouts since the last answer
 	probing bool      // this half-open spell's probe is out
 }
 
-// allow admits a call (ok) or short-circuits it.
-func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, change *StateChange) {
+// allow admits a call (ok) or short-circuits it. An admitted half-open
+// probe's ticket is its spell's generation; any other call's is 0.
+func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (ticket uint64, ok bool, change *StateChange) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -87,7 +84,7 @@ func (b *breaker) allow(now time.Time, cfg *BreakerConfig) (t ticket, ok bool, c
 // run reaches ConsecutiveFailures, or when a bad attempt brings the window
 // (since the last close) to MinRequests calls whose error rate reaches
 // ErrorPercent.
-func (b *breaker) record(t ticket, e Event, w *window, cfg *BreakerConfig) *StateChange {
+func (b *breaker) record(t uint64, e Event, w *window, cfg *BreakerConfig) *StateChange {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bad, end := e.Kind == KindFailure || e.Kind == KindTimeout, e.Start.Add(e.Duration)
@@ -112,8 +109,8 @@ func (b *breaker) record(t ticket, e Event, w *window, cfg *BreakerConfig) *Stat
 	}
 	if b.streak < cfg.ConsecutiveFailures {
 		c := w.counts(end, b.since)
-		calls := float64(c[cSuccess] + c[cFailure] + c[cTimeout])
-		if calls < float64(cfg.MinRequests) || float64(c[cFailure]+c[cTimeout])*100/calls < cfg.ErrorPercent {
+		calls := float64(c.calls())
+		if calls < float64(cfg.MinRequests) || float64(c.bad())*100/calls < cfg.ErrorPercent {
 			return nil
 		}
 	}

@@ -85,8 +85,7 @@ func (c *Config) autoBounds() (lo, hi time.Duration) {
 }
 
 // Validate reports every invalid setting, one "key: what is wrong" error
-// each, joined. It checks values after defaults: call it on WithDefaults'
-// result.
+// each, joined. Call it on WithDefaults' result.
 func (c Config) Validate() error {
 	var errs []error
 	check := func(ok bool, key, format string, args ...any) {
@@ -100,8 +99,8 @@ func (c Config) Validate() error {
 	check(c.TimeoutMargin >= 0, "timeout_margin", "must not be negative, got %v", c.TimeoutMargin)
 	check(c.TimeoutMin > 0, "timeout_min", "must be positive, got %v", c.TimeoutMin)
 	check(c.TimeoutMax >= 0, "timeout_max", "must not be negative, got %v", c.TimeoutMax)
-	check(c.TimeoutMax < 0 || !c.AutoTimeout || c.TimeoutMin <= cmp.Or(c.TimeoutMax, c.Timeout),
-		"timeout_min", "must not exceed timeout_max (%v), got %v", cmp.Or(c.TimeoutMax, c.Timeout), c.TimeoutMin)
+	lo, hi := c.autoBounds()
+	check(c.TimeoutMax < 0 || !c.AutoTimeout || lo <= hi, "timeout_min", "must not exceed timeout_max (%v), got %v", hi, lo)
 	check(c.Bulkhead.MaxConcurrent >= 1, "bulkhead.max_concurrent", "must be at least 1, got %d", c.Bulkhead.MaxConcurrent)
 	check(b.Buckets >= 1 && b.Buckets <= 1000, "breaker.buckets", "must be 1..1000, got %d", b.Buckets)
 	check(b.Buckets < 1 || b.Buckets > 1000 || b.Window >= 10*time.Millisecond*time.Duration(b.Buckets),

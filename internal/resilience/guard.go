@@ -27,8 +27,7 @@ type Event struct {
 	Cause      error // a fallback's: the failed call's error it stands in for
 }
 
-// Name is the event's name: the kind's, or fallback_success or
-// fallback_failure.
+// Name is the event's name: the kind's, or fallback_ and the kind's.
 func (e Event) Name() string {
 	if e.Fallback {
 		return "fallback_" + e.Kind.String()
@@ -36,12 +35,14 @@ func (e Event) Name() string {
 	return e.Kind.String()
 }
 
-// Listener hears a guard's events and breaker transitions, synchronously on
-// the caller's goroutine, never under the guard's locks. It must be quick;
-// it may read the guard (Snapshot) but not call through it.
+// Listener hears a guard's events, breaker transitions and adaptive
+// sub-budget moves, synchronously on the caller's goroutine, never under
+// the guard's locks. It must be quick; it may read the guard (Snapshot) but
+// not call through it.
 type Listener interface {
 	OnEvent(ctx context.Context, e Event)
 	OnStateChange(c StateChange)
+	OnTimeoutChange(c TimeoutChange)
 }
 
 // Clock is a guard's one source of time, the callers' context deadlines
@@ -137,11 +138,10 @@ func (g *Guard) Reconfigure(cfg Config) error {
 	}
 	g.capacity.Store(int64(cfg.Bulkhead.MaxConcurrent))
 	timeout := cfg.Timeout
-	if cfg.AutoTimeout {
-		if old != nil && old.cfg.AutoTimeout {
-			timeout = time.Duration(g.timeout.Load())
-		}
-		lo, hi := cfg.autoBounds()
+	if old != nil && old.cfg.AutoTimeout && cfg.AutoTimeout {
+		timeout = time.Duration(g.timeout.Load())
+	}
+	if lo, hi := cfg.autoBounds(); cfg.AutoTimeout {
 		timeout = min(max(timeout, lo), hi)
 	}
 	g.timeout.Store(int64(timeout))
@@ -205,7 +205,7 @@ type call struct {
 	start   time.Time
 	end     time.Time // when the call's time is up
 	callers bool      // end is the caller's deadline or bound, not the timeout's
-	probe   ticket
+	probe   uint64    // the breaker's ticket: non-zero for a half-open probe
 }
 
 // admit passes the call through the budget, the breaker and the bulkhead,
@@ -240,8 +240,7 @@ func (g *Guard) acquire() bool {
 	}
 }
 
-// refuse records a call that never reached the dependency (in the window
-// unless for want of budget).
+// refuse reports a call that never reached the dependency.
 func (c *call) refuse(kind Kind, cause error) error {
 	if kind != KindDeadline {
 		c.s.window.add(c.start, counter(kind))
@@ -251,8 +250,7 @@ func (c *call) refuse(kind Kind, cause error) error {
 }
 
 // classify turns fn's result into a kind by whose time ran out: the
-// timeout's is the dependency's KindTimeout; the caller's deadline, bound
-// or cancellation is KindDeadline.
+// timeout's is KindTimeout, the caller's (or its going away) KindDeadline.
 func (c *call) classify(ctx context.Context, err error) Kind {
 	cut := ctx.Err() != nil
 	callers := c.ctx.Err() != nil || (cut && c.callers)
@@ -320,11 +318,10 @@ func Fallback[T any](ctx context.Context, g *Guard, cause error, fb func(context
 	v, err := fb(fctx, cause)
 	cancel()
 	e := Event{Dependency: g.name, Kind: KindSuccess, Fallback: true, Start: start, Duration: g.clock.Now().Sub(start), Err: err, Cause: cause}
-	n := cFallbackSuccess
 	if err != nil {
-		e.Kind, n = KindFailure, cFallbackFailure
+		e.Kind = KindFailure
 	}
-	s.window.add(start.Add(e.Duration), n)
+	s.window.add(start.Add(e.Duration), cFallbackSuccess+counter(e.Kind))
 	g.tell(ctx, e)
 	endSpan(span, e.Name(), err)
 	return v, err

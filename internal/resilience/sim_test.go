@@ -97,6 +97,7 @@ type simRecorder struct {
 }
 
 func (r *simRecorder) OnEvent(context.Context, Event) {}
+func (r *simRecorder) OnTimeoutChange(TimeoutChange)  {}
 func (r *simRecorder) OnStateChange(c StateChange) {
 	r.mu.Lock()
 	r.changes = append(r.changes, c)

@@ -6,19 +6,12 @@ import (
 	"time"
 )
 
-// counter indexes a bucket's counts: the kinds first, in Kind's order, then
-// the other events /v1/resilience counts, named in counterNames.
+// counter indexes a tally: a Kind, or one of the other events
+// /v1/resilience counts. counterNames names them all.
 type counter uint8
 
 const (
-	cSuccess counter = iota
-	cFailure
-	cTimeout
-	cShortCircuited
-	cRejected
-	cBadRequest
-	cDeadline
-	cRetry
+	cRetry = counter(KindDeadline) + 1 + iota
 	cFallbackSuccess
 	cFallbackFailure
 	cCacheHit
@@ -28,6 +21,14 @@ const (
 
 var counterNames = append(kindNames[:len(kindNames):len(kindNames)],
 	"retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
+
+// tally is a count per counter.
+type tally [numCounters]int64
+
+// bad is the failures and timeouts; calls adds the successes: the calls
+// that reached the dependency and were not the caller's fault.
+func (t *tally) bad() int64   { return t[KindFailure] + t[KindTimeout] }
+func (t *tally) calls() int64 { return t[KindSuccess] + t.bad() }
 
 // Latencies fall in log-linear bins of microseconds: one per value below
 // 16µs, then 8 per power of two, so a bin's upper bound is within 12.5% of
@@ -67,10 +68,10 @@ type window struct {
 
 type bucket struct {
 	epoch  int64 // which bucket-long interval since the Unix epoch it holds
-	counts [numCounters]int64
-	// Latencies of the successful attempts, and of the other attempts that
-	// reached the dependency.
-	ok, other [numBins]uint32
+	counts tally
+	// Latencies of the attempts that reached the dependency: lat[0] of the
+	// successful ones, lat[1] of the others.
+	lat [2][numBins]uint32
 }
 
 func newWindow(cfg BreakerConfig) *window {
@@ -112,19 +113,16 @@ func (w *window) add(now time.Time, c counter) {
 func (w *window) record(e Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b, bin := w.at(e.Start.Add(e.Duration)), binOf(e.Duration)
-	if b.counts[e.Kind]++; e.Kind == KindSuccess {
-		b.ok[bin]++
-	} else {
-		b.other[bin]++
-	}
+	b := w.at(e.Start.Add(e.Duration))
+	b.counts[e.Kind]++
+	b.lat[min(e.Kind, 1)][binOf(e.Duration)]++
 	if e.Attempt > 1 {
 		b.counts[cRetry]++
 	}
 }
 
 // counts sums the counts from since (zero: the whole window) to now.
-func (w *window) counts(now, since time.Time) (out [numCounters]int64) {
+func (w *window) counts(now, since time.Time) (out tally) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, b := range w.live(now, since) {
@@ -141,15 +139,16 @@ func (w *window) counts(now, since time.Time) (out [numCounters]int64) {
 func (w *window) latencies(now time.Time, okOnly bool) Percentiles {
 	var bins [numBins]int64
 	var total int64
+	kinds := 2 // of lat
+	if okOnly {
+		kinds = 1
+	}
 	w.mu.Lock()
 	for _, b := range w.live(now, time.Time{}) {
-		for i := range bins {
-			n := int64(b.ok[i])
-			if !okOnly {
-				n += int64(b.other[i])
+		for k := range kinds {
+			for i, n := range b.lat[k][:] {
+				bins[i], total = bins[i]+int64(n), total+int64(n)
 			}
-			bins[i] += n
-			total += n
 		}
 	}
 	w.mu.Unlock()

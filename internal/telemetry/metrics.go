@@ -186,8 +186,6 @@ type Listener struct {
 	fallbacks                                      sync.Map // dependency → *rate.Sometimes
 }
 
-var _ resilience.TimeoutListener = (*Listener)(nil) // resilience finds OnTimeoutChange by a type assertion
-
 // Listener is this Telemetry's one Listener: give it to every
 // resilience.WithListener and to orderdetail.Config.Observer.
 func (t *Telemetry) Listener() *Listener { return t.listener }
