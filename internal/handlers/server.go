@@ -67,8 +67,7 @@ func New(o Options) *echo.Echo {
 	return e
 }
 
-// saneRequestID is a caller's X-Request-Id that is kept; any other gets a
-// new one.
+// saneRequestID matches a caller's X-Request-Id that is kept.
 var saneRequestID = regexp.MustCompile(`^[!-~]{1,128}$`)
 
 // newEcho is a router with what every listener has: the JSON errors,
@@ -104,8 +103,7 @@ func get(e *echo.Echo, path string, h echo.HandlerFunc) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, path, h)
 }
 
-// errPanicked is the answer to a recovered panic, and to an error of no
-// known kind.
+// errPanicked answers a recovered panic, and an error of no known kind.
 var errPanicked = &APIError{http.StatusInternalServerError, CodeInternal, "internal error", 0}
 
 // recovery turns a panic below it into errPanicked, logged at ERROR with the
@@ -155,8 +153,7 @@ type ErrorBody struct {
 	Error APIError `json:"error"`
 }
 
-// WriteError answers with status and the contract's JSON error, for plain
-// net/http handlers.
+// WriteError writes the contract's JSON error, for net/http handlers.
 func WriteError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -202,8 +199,7 @@ type ResilienceReport struct {
 	Dependencies []resilience.Snapshot `json:"dependencies"`
 }
 
-// NewResilienceReport reads every guard, in the order given. deadline is
-// the whole request's budget.
+// NewResilienceReport reads the guards; deadline is a request's budget.
 func NewResilienceReport(now time.Time, deadline time.Duration, guards []*resilience.Guard) ResilienceReport {
 	r := ResilienceReport{GeneratedAt: now.UTC(), DeadlineMS: deadline.Milliseconds(), Dependencies: []resilience.Snapshot{}}
 	for _, g := range guards {
