@@ -30,9 +30,9 @@ type tally [numCounters]int64
 func (t *tally) bad() int64   { return t[KindFailure] + t[KindTimeout] }
 func (t *tally) calls() int64 { return t[KindSuccess] + t.bad() }
 
-// Latencies fall in log-linear bins of microseconds: one per value below
-// 16µs, then 8 per power of two, so a bin's upper bound is within 12.5% of
-// every value in it. The last bin holds everything from about 19 hours.
+// Latencies fall in log-linear bins of whole microseconds: one per value
+// below 16, then 8 per power of two, so a bin's upper bound is within 12.5%
+// of every value in it. The last bin holds everything from about 19 hours.
 const (
 	histSub    = 3
 	histLinear = 16
