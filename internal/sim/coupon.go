@@ -8,9 +8,7 @@ import (
 // ServiceCoupon is the coupon service; it answers a CouponList.
 const ServiceCoupon = "coupon"
 
-func init() {
-	register(service{ServiceCoupon, "/coupon/v1/orders/{id}/coupons", func(id string) any { return CouponsFor(id) }})
-}
+func init() { register(ServiceCoupon, "/coupon/v1/orders/{id}/coupons", CouponsFor) }
 
 // CouponList is the coupon service's answer.
 type CouponList struct {
@@ -26,8 +24,7 @@ type Coupon struct {
 	ExpiresAt     time.Time `json:"expires_at"`     // 14..90 days after the order
 }
 
-// CouponsFor returns the coupon service's answer for id: 5%, 10% or 15%
-// off the order.
+// CouponsFor is the coupon service's answer for id: 5%, 10% or 15% off.
 func CouponsFor(id string) CouponList {
 	o, g := OrderFor(id), gen(ServiceCoupon, id)
 	l := CouponList{OrderID: id, Coupons: []Coupon{}}

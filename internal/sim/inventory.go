@@ -3,9 +3,7 @@ package sim
 // ServiceInventory is the inventory service; it answers a Stock.
 const ServiceInventory = "inventory"
 
-func init() {
-	register(service{ServiceInventory, "/inventory/v1/orders/{id}/stock", func(id string) any { return StockFor(id) }})
-}
+func init() { register(ServiceInventory, "/inventory/v1/orders/{id}/stock", StockFor) }
 
 // Stock is one level per SKU of the order, in item order.
 type Stock struct {

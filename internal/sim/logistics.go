@@ -8,9 +8,7 @@ import (
 // ServiceLogistics is the logistics service; it answers a Shipment.
 const ServiceLogistics = "logistics"
 
-func init() {
-	register(service{ServiceLogistics, "/logistics/v1/orders/{id}/shipment", func(id string) any { return ShipmentFor(id) }})
-}
+func init() { register(ServiceLogistics, "/logistics/v1/orders/{id}/shipment", ShipmentFor) }
 
 // Shipment is the logistics service's answer.
 type Shipment struct {
@@ -34,35 +32,23 @@ type ShipmentEvent struct {
 // or OUT_FOR_DELIVERY, DELIVERED is DELIVERED.
 func ShipmentFor(id string) Shipment {
 	o, g := OrderFor(id), gen(ServiceLogistics, id)
-	s := Shipment{OrderID: id, Carrier: pick(g, []string{"DHL", "DPD", "UPS", "GLS"}), Events: []ShipmentEvent{}}
-	at := o.CreatedAt
-	scan := func(where, what string) {
-		at = at.Add(time.Duration(between(g, 3*60, 20*60)) * time.Minute)
-		s.Events = append(s.Events, ShipmentEvent{At: at, Location: where, Description: what})
-	}
-	city, eta := o.ShippingAddress.City, 24*time.Hour
+	s := Shipment{OrderID: id, Carrier: pick(g, []string{"DHL", "DPD", "UPS", "GLS"}), Status: "DELIVERED", Events: []ShipmentEvent{}}
 	switch o.Status {
 	case "PLACED", "PAID":
-		s.Status, eta = "PREPARING", 96*time.Hour
+		s.Status = "PREPARING"
 	case "SHIPPED":
 		s.Status = pick(g, []string{"IN_TRANSIT", "IN_TRANSIT", "OUT_FOR_DELIVERY"})
-	default:
-		s.Status = "DELIVERED"
 	}
-	if s.Status != "PREPARING" {
+	scans := map[string]int{"IN_TRANSIT": 2, "OUT_FOR_DELIVERY": 3, "DELIVERED": 4}[s.Status]
+	if scans > 0 {
 		s.TrackingNumber = fmt.Sprintf("%s%012d", s.Carrier, g.Int64N(1e12))
-		scan("Warehouse", "Parcel handed to carrier")
-		scan(city, "Arrived at delivery station")
 	}
-	if s.Status == "OUT_FOR_DELIVERY" || s.Status == "DELIVERED" {
-		scan(city, "Out for delivery")
-		eta = 2 * time.Hour
+	at, city := o.CreatedAt, o.ShippingAddress.City
+	for i, what := range []string{"Parcel handed to carrier", "Arrived at delivery station", "Out for delivery", "Delivered"}[:scans] {
+		at = at.Add(time.Duration(between(g, 3*60, 20*60)) * time.Minute)
+		s.Events = append(s.Events, ShipmentEvent{At: at, Location: []string{"Warehouse", city, city, city}[i], Description: what})
 	}
-	if s.Status == "DELIVERED" {
-		scan(city, "Delivered")
-		eta = 0
-	}
-	t := at.Add(eta)
-	s.ETA = &t
+	eta := at.Add([]time.Duration{96 * time.Hour, 0, 24 * time.Hour, 2 * time.Hour, 0}[scans])
+	s.ETA = &eta
 	return s
 }

@@ -8,9 +8,7 @@ import (
 // ServiceOrder is the order service; it answers an Order.
 const ServiceOrder = "order"
 
-func init() {
-	register(service{ServiceOrder, "/order/v1/orders/{id}", func(id string) any { return OrderFor(id) }})
-}
+func init() { register(ServiceOrder, "/order/v1/orders/{id}", OrderFor) }
 
 // Order is the order service's answer. The simulator's wire types are its
 // own, so that a client that misreads the wire fails a test.
