@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/orderagg/orderagg/internal/config"
 )
@@ -13,11 +14,14 @@ import (
 // downstream's max_concurrent past its start-up size, that many calls reach
 // the service at once; none waits for a connection. Failed before: the
 // client's pool was capped at twice the start-up bulkhead, so the calls
-// past it waited inside the transport and timed out unsent.
+// past it waited inside the transport and timed out unsent. Each call may
+// take 1.3s (of the calls' 1.4s) to be sent, so that a call that starts
+// late on a loaded machine still reaches the service before its sub-budget
+// ends.
 func TestRaisedBulkheadIsNotHeldByThePool(t *testing.T) {
 	const token, calls = "s3cret-admin-token", 6
 	s, _ := startService(t, []string{"--admin-addr", "127.0.0.1:0", "--admin-token", token}, func(c *config.Serve) {
-		c.Dependencies.Update("inventory", func(d *config.Dependency) { d.Bulkhead.MaxConcurrent = 1 })
+		c.Dependencies.Update("inventory", func(d *config.Dependency) { d.Bulkhead.MaxConcurrent, d.Timeout = 1, 1300*time.Millisecond })
 	})
 	if a := s.admin("PATCH", "/admin/dependencies/inventory", `{"bulkhead":{"max_concurrent":6}}`, token); a.status != http.StatusOK {
 		t.Fatalf("patch: %d %v", a.status, a.body)
