@@ -258,13 +258,8 @@ func shorten(m map[string]any) map[string]any {
 		switch v := v.(type) {
 		case map[string]any:
 			shorten(v)
-		case string:
-			for _, unit := range []string{"m0s", "h0m"} {
-				if strings.HasSuffix(v, unit) {
-					v = v[:len(v)-2]
-				}
-			}
-			m[k] = v
+		case string: // drops zero seconds, then zero minutes
+			m[k] = strings.Replace(strings.Replace(v, "m0s", "m", 1), "h0m", "h", 1)
 		}
 	}
 	return m
