@@ -40,20 +40,25 @@ func (c *control) Patch(dep string, body []byte) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.putLocked(next, "admin", "settings changed")
+	if _, err := c.putLocked(next, "admin", "settings changed"); err != nil {
+		return nil, err
+	}
 	return next[dep].Settings(), nil
 }
 
 // putLocked puts next, validated, in force: each dependency whose settings
 // change is reconfigured and logged as msg with its before and after. It
-// returns how many changed.
-func (c *control) putLocked(next config.Dependencies, source, msg string) (changed int) {
+// returns how many changed, or the error of a guard that refused its
+// settings, which stops it there.
+func (c *control) putLocked(next config.Dependencies, source, msg string) (changed int, err error) {
 	for _, name := range next.Names() {
 		before, after := c.deps[name], next[name]
 		if before == after {
 			continue
 		}
-		_ = c.guards[name].Reconfigure(after.Config) // valid: Validate checks each Config
+		if err := c.guards[name].Reconfigure(after.Config); err != nil {
+			return changed, err
+		}
 		if ds, ok := c.downstreams[name]; ok {
 			ds.SetMaxAge(after.CacheMaxAge)
 		}
@@ -61,7 +66,7 @@ func (c *control) putLocked(next config.Dependencies, source, msg string) (chang
 		c.logger.Info(msg, "source", source, "dependency", name, "before", before.Settings(), "after", after.Settings())
 	}
 	c.deps = next
-	return changed
+	return changed, nil
 }
 
 // reloadFile puts cfg's --config file in force, re-read and validated; a
@@ -72,14 +77,18 @@ func (c *control) reloadFile(cfg config.Serve) {
 		c.logger.Info("reload requested but no --config file is set; nothing to do")
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	next, err := cfg.LoadDependencies()
+	changed := 0
+	if err == nil {
+		changed, err = c.putLocked(next, "config", "settings reloaded")
+	}
 	if err != nil {
 		c.logger.Error("config reload failed; keeping the settings in force", "file", cfg.ConfigFile, "err", err)
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.logger.Info("config reloaded", "file", cfg.ConfigFile, "dependencies_changed", c.putLocked(next, "config", "settings reloaded"))
+	c.logger.Info("config reloaded", "file", cfg.ConfigFile, "dependencies_changed", changed)
 }
 
 func (c *control) ForceBreaker(dep string, f resilience.Force) error {

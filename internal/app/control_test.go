@@ -109,3 +109,17 @@ func TestReloadRefusesInvalidSettings(t *testing.T) {
 		t.Errorf("a refused reload changed something: %v, %s", d.Timeout, logs)
 	}
 }
+
+// A PATCH that the settings' validation lets through but the guard refuses
+// (a zero retry.backoff is its 10ms default, past this max_backoff) is an
+// error and changes nothing.
+func TestPatchRefusedByTheGuardChangesNothing(t *testing.T) {
+	c, _ := newControl(t)
+	before := c.deps["coupon"]
+	if _, err := c.Patch("coupon", []byte(`{"retry":{"backoff":"0s","max_backoff":"5ms"}}`)); err == nil {
+		t.Fatal("want an error")
+	}
+	if c.deps["coupon"] != before {
+		t.Errorf("settings changed: %+v", c.deps["coupon"].Retry)
+	}
+}
