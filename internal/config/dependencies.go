@@ -175,9 +175,9 @@ func keyed(t reflect.Type, keys ...string) reflect.Value {
 	return reflect.New(reflect.StructOf(fields)).Elem()
 }
 
-// UnmarshalYAML decodes a --config section over d, refusing unknown keys.
-// "timeout: auto" (any case) turns AutoTimeout on and keeps Timeout, where
-// the adaptive sub-budget starts; a duration turns it off.
+// UnmarshalYAML decodes a --config section over d with the calling, strict
+// decoder. "timeout: auto" (any case) turns AutoTimeout on and keeps
+// Timeout, where the adaptive sub-budget starts; a duration turns it off.
 func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
 	var n node
 	if err := unmarshal(&n); err != nil {
@@ -194,7 +194,8 @@ func (d *Dependency) UnmarshalYAML(unmarshal func(any) error) error {
 	return unmarshal((*section)(d))
 }
 
-// node is the node being decoded, not a copy: the decoder sees changes to it.
+// node receives the decoder's own node, not a copy: what unmarshal decodes
+// next sees a change made to it.
 type node struct{ *yaml.Node }
 
 func (n *node) UnmarshalYAML(v *yaml.Node) error { n.Node = v; return nil }
