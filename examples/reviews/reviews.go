@@ -12,7 +12,6 @@ package reviews
 
 import (
 	"math"
-	"net/url"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/downstream"
@@ -41,26 +40,20 @@ type Review struct {
 // it is not an answer.
 func unknown(downstream.Order) Reviews { return Reviews{Items: []Review{}} }
 
-// API: GET /reviews/v1/orders/{id}/reviews answers
-// {"order_id", "reviews": [Review], "average"}; an average not sent is
-// computed.
+// API: the service answers {"order_id", "reviews": [Review], "average"};
+// an average not sent is computed.
 var API = downstream.API[Reviews]{
-	Name: "reviews",
-	Path: func(id string) string { return "/reviews/v1/orders/" + url.PathEscape(id) + "/reviews" },
-	Decode: func(body []byte, orderID string) (Reviews, error) {
-		var w struct {
-			OrderID *string  `json:"order_id"`
-			Reviews []Review `json:"reviews"`
-			Average *float64 `json:"average"`
-		}
-		var c downstream.Check
-		c.JSON(body, &w)
-		c.OrderID(w.OrderID, orderID)
+	Path: "/reviews/v1/orders/{id}/reviews",
+	Decode: downstream.Wire(func(w struct {
+		downstream.Envelope
+		Reviews []Review `json:"reviews"`
+		Average *float64 `json:"average"`
+	}) Reviews {
 		if mean, ok := meanOf(w.Reviews); ok && w.Average == nil {
 			w.Average = &mean
 		}
-		return Reviews{Items: w.Reviews, Average: w.Average}, c.Err()
-	},
+		return Reviews{Items: w.Reviews, Average: w.Average}
+	}),
 	Check: check,
 }
 

@@ -314,11 +314,11 @@ func TestPageServesLastGoodReviews(t *testing.T) {
 	}
 }
 
-// The client is downstream.NewClient(API, cfg): the example writes no HTTP
+// The client is downstream.NewClient(name, API, cfg): the example writes no HTTP
 // code, yet its errors are classified like every other client's.
 func TestClientOfAPI(t *testing.T) {
 	rs := newReviewsService(t)
-	c, err := downstream.NewClient(reviews.API, downstream.Config{BaseURL: rs.srv.URL})
+	c, err := downstream.NewClient("reviews", reviews.API, downstream.Config{BaseURL: rs.srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,9 +327,6 @@ func TestClientOfAPI(t *testing.T) {
 
 	// The path escapes the id (the page's ids never need it, other callers'
 	// might).
-	if got := reviews.API.Path("o 1/x"); got != "/reviews/v1/orders/o%201%2Fx/reviews" {
-		t.Errorf("Path = %q", got)
-	}
 	r, err := c.Get(ctx, "o 1/x")
 	if err != nil || len(r.Items) != 2 || rs.lastPath.Load() != "/reviews/v1/orders/o%201%2Fx/reviews" {
 		t.Errorf("escaped id: %+v, %v, path %q", r, err, rs.lastPath.Load())
@@ -491,9 +488,6 @@ func TestEntryFitsTheRegistry(t *testing.T) {
 	if !slices.Contains(downstream.Names(), e.Name) {
 		t.Fatalf("importing the package did not register %q: %v", e.Name, downstream.Names())
 	}
-	if e.Name != reviews.API.Name {
-		t.Fatalf("entry %q, API %q: the client's errors and transport label must name the guard", e.Name, reviews.API.Name)
-	}
 	for _, d := range downstream.Registered() {
 		if d.Name == e.Name {
 			continue // already registered
@@ -503,7 +497,7 @@ func TestEntryFitsTheRegistry(t *testing.T) {
 		}
 	}
 	// A client configuration that config would refuse is refused here too.
-	if _, _, err := e.New(e, downstream.Config{BaseURL: "ftp://reviews"}, guard(t, e.Name, e.Defaults), e.CacheMaxAge); err == nil || !strings.Contains(err.Error(), "reviews client") {
+	if _, _, err := e.New(e, downstream.Config{BaseURL: "ftp://reviews"}, guard(t, e.Name, e.Defaults), e.CacheMaxAge); err == nil || !strings.Contains(err.Error(), "downstream: reviews:") {
 		t.Errorf("Build with an ftp URL: %v", err)
 	}
 }

@@ -115,12 +115,17 @@ func TestDecodeCachedRefusesEdits(t *testing.T) {
 }
 
 // TestAPIsNeedACheck: a client cannot be built for an API whose answers
-// nothing would check.
+// nothing would check, or whose path has no place for the id.
 func TestAPIsNeedACheck(t *testing.T) {
 	api := orderAPI
 	api.Check = nil
-	if _, err := NewClient(api, Config{BaseURL: "http://127.0.0.1:1"}); err == nil {
+	if _, err := NewClient("order", api, Config{BaseURL: "http://127.0.0.1:1"}); err == nil {
 		t.Fatal("NewClient accepted an API without Check")
+	}
+	api = orderAPI
+	api.Path = "/order/v1/orders"
+	if _, err := NewClient("order", api, Config{BaseURL: "http://127.0.0.1:1"}); err == nil {
+		t.Fatal("NewClient accepted a path without {id}")
 	}
 }
 

@@ -4,10 +4,9 @@
 //
 // Client.Get's errors, as resilience.KindOf reads them: a 404 wraps
 // orderdetail.ErrNotFound and, like any 4xx but 408 and 429, is a
-// resilience.BadRequest. The caller's context ending wraps ctx.Err(); a 504
+// resilience.BadRequest; the caller's context ending wraps ctx.Err(); a 504
 // BUDGET_EXHAUSTED (the service gave up on X-Budget-Ms) wraps
-// context.DeadlineExceeded, a TIMEOUT. Anything else (*StatusError,
-// ErrTransport, ErrMalformed, ErrBodyTooLarge) is a failure.
+// context.DeadlineExceeded. Anything else is a failure.
 package downstream
 
 import (
@@ -17,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,7 +27,7 @@ import (
 	"github.com/orderagg/orderagg/internal/resilience"
 )
 
-// Headers a request may carry: the whole milliseconds left of the call's
+// Headers a request carries: the whole milliseconds left of the call's
 // budget, and the request's id (see WithRequestID).
 const (
 	HeaderBudget    = "X-Budget-Ms"
@@ -46,13 +44,12 @@ var (
 // StatusError is an answer other than 200, with the code and message of
 // its {"error":{…}} body when it has one.
 type StatusError struct {
-	Dependency    string
 	StatusCode    int
 	Code, Message string
 }
 
 func (e *StatusError) Error() string {
-	return strings.TrimRight(fmt.Sprintf("%s answered HTTP %d %s: %s", e.Dependency, e.StatusCode, e.Code, e.Message), " :")
+	return strings.TrimRight(fmt.Sprintf("HTTP %d %s: %s", e.StatusCode, e.Code, e.Message), " :")
 }
 
 // Config is one client's settings; a zero field takes its default.
@@ -69,69 +66,63 @@ type Config struct {
 
 // Client calls one downstream API. It is safe for concurrent use.
 type Client[T any] struct {
-	api     API[T]
-	base    string // BaseURL without its trailing slashes
-	http    *http.Client
-	pool    *http.Transport
-	timeout time.Duration
-	maxBody int64
+	name string
+	api  API[T]
+	c    Config // BaseURL without its trailing slashes, the defaults applied
+	http *http.Client
+	pool *http.Transport
 }
 
-// NewClient returns a client of api with a connection pool of its own, so
-// that a dependency holding its connections cannot starve the others. It
-// ignores environment proxies and answers a redirect as a failure.
-func NewClient[T any](api API[T], c Config) (*Client[T], error) {
+// NewClient returns a client of the dependency name's api, with a
+// connection pool of its own so that a dependency holding its connections
+// cannot starve the others. It ignores environment proxies and answers a
+// redirect as a failure.
+func NewClient[T any](name string, api API[T], c Config) (*Client[T], error) {
 	if u, err := url.Parse(c.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		return nil, fmt.Errorf("downstream: %s client: base URL %q: want http(s)://host and no query", api.Name, c.BaseURL)
+		return nil, fmt.Errorf("downstream: %s: base URL %q: want http(s)://host and no query", name, c.BaseURL)
 	}
-	if api.Path == nil || api.Check == nil {
-		return nil, fmt.Errorf("downstream: %s: an API needs a path and a check", api.Name)
+	if !strings.Contains(api.Path, "{id}") || api.Check == nil {
+		return nil, fmt.Errorf("downstream: %s: an API needs a path with {id} and a check", name)
 	}
-	idle := cmp.Or(c.MaxIdleConns, 100)
-	pool := &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 200 * time.Millisecond, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2: true, MaxIdleConns: idle, MaxIdleConnsPerHost: idle,
-		IdleConnTimeout: 90 * time.Second, TLSHandshakeTimeout: time.Second,
-	}
+	c.BaseURL, c.Timeout, c.MaxBodyBytes = strings.TrimRight(c.BaseURL, "/"), cmp.Or(c.Timeout, 2*time.Second), cmp.Or(c.MaxBodyBytes, 1<<20)
+	pool := http.DefaultTransport.(*http.Transport).Clone()
+	pool.Proxy, pool.MaxIdleConns, pool.MaxIdleConnsPerHost = nil, cmp.Or(c.MaxIdleConns, 100), cmp.Or(c.MaxIdleConns, 100)
+	pool.DialContext = (&net.Dialer{Timeout: 200 * time.Millisecond, KeepAlive: 30 * time.Second}).DialContext
 	var rt http.RoundTripper = pool
 	if c.WrapTransport != nil {
-		rt = c.WrapTransport(api.Name, pool)
+		rt = c.WrapTransport(name, pool)
 	}
-	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	// No http.Client.Timeout: the context bounds each call.
-	return &Client[T]{api: api, base: strings.TrimRight(c.BaseURL, "/"), pool: pool, maxBody: cmp.Or(c.MaxBodyBytes, 1<<20),
-		timeout: cmp.Or(c.Timeout, 2*time.Second), http: &http.Client{Transport: rt, CheckRedirect: noRedirect}}, nil
+	return &Client[T]{name: name, api: api, c: c, pool: pool, http: &http.Client{Transport: rt,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
 }
 
 // Close closes idle connections; calls in flight go on.
 func (c *Client[T]) Close() { c.pool.CloseIdleConnections() }
 
-var errEmptyID = resilience.BadRequest(errors.New("empty order id"))
-
 // Get fetches and checks orderID's answer; its errors: see the package doc.
 func (c *Client[T]) Get(ctx context.Context, orderID string) (v T, err error) {
-	var body []byte
-	if orderID == "" {
-		err = errEmptyID
-	} else if body, err = c.get(ctx, c.api.Path(orderID)); err == nil {
+	body, err := c.get(ctx, orderID)
+	if err == nil {
 		v, err = c.api.read(body, orderID, true)
 	}
 	if err != nil {
-		return v, fmt.Errorf("downstream: %s %s: %w", c.api.Name, orderID, err)
+		return v, fmt.Errorf("downstream: %s %s: %w", c.name, orderID, err)
 	}
 	return v, nil
 }
 
 // get sends one GET and returns the body of a 200 answer. The body is
 // drained (bounded) and closed, so that the connection is reused.
-func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+func (c *Client[T]) get(ctx context.Context, orderID string) ([]byte, error) {
+	if orderID == "" {
+		return nil, resilience.BadRequest(errors.New("empty order id"))
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.timeout) // the nearer of the two deadlines
+	callCtx, cancel := context.WithTimeout(ctx, c.c.Timeout) // the nearer of the two deadlines
 	defer cancel()
 	dl, _ := callCtx.Deadline()
-	req, err := http.NewRequestWithContext(callCtx, http.MethodGet, c.base+path, nil)
+	path := strings.Replace(c.api.Path, "{id}", url.PathEscape(orderID), 1)
+	req, err := http.NewRequestWithContext(callCtx, http.MethodGet, c.c.BaseURL+path, nil)
 	if err != nil {
 		return nil, resilience.BadRequest(err)
 	}
@@ -148,43 +139,35 @@ func (c *Client[T]) get(ctx context.Context, path string) ([]byte, error) {
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10) // more: the connection is closed instead
 		_ = resp.Body.Close()
 	}()
-	ct := resp.Header.Get("Content-Type")
-	mt, _, cterr := mime.ParseMediaType(ct)
+	limit := c.c.MaxBodyBytes
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		return nil, c.statusErr(resp)
-	case cterr != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")):
-		return nil, fmt.Errorf("%w: content type %q is not JSON", ErrMalformed, ct)
-	case resp.ContentLength > c.maxBody:
-		return nil, fmt.Errorf("%w: Content-Length %d over the %d-byte cap", ErrBodyTooLarge, resp.ContentLength, c.maxBody)
+		return nil, statusErr(resp)
+	case resp.ContentLength > limit:
+		return nil, fmt.Errorf("%w: Content-Length %d over the %d-byte cap", ErrBodyTooLarge, resp.ContentLength, limit)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, c.maxBody+1))
-	if err != nil {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("%w: over the %d-byte cap", ErrBodyTooLarge, limit)
+	} else if err != nil {
 		return nil, ioErr(ctx, err)
-	}
-	if int64(len(body)) > c.maxBody {
-		return nil, fmt.Errorf("%w: over the %d-byte cap", ErrBodyTooLarge, c.maxBody)
 	}
 	return body, nil
 }
 
 // ioErr classifies an error of sending or reading: the caller's context's
-// once it has ended, else the dependency's with the cause as text only
+// once it has ended, else ErrTransport, with the cause as text only
 // (Config.Timeout and net's timeouts match context.DeadlineExceeded).
 func ioErr(ctx context.Context, err error) error {
-	switch ctxErr := ctx.Err(); {
-	case ctxErr == nil:
-		return fmt.Errorf("%w: %v", ErrTransport, err)
-	case errors.Is(err, ctxErr):
-		return err
-	default:
-		return fmt.Errorf("%w: %v", ctxErr, err)
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %v", ctx.Err(), err)
 	}
+	return fmt.Errorf("%w: %v", ErrTransport, err)
 }
 
 // statusErr classifies an answer other than 200; see the package doc.
-func (c *Client[T]) statusErr(resp *http.Response) error {
-	se := &StatusError{Dependency: c.api.Name, StatusCode: resp.StatusCode}
+func statusErr(resp *http.Response) error {
+	se := &StatusError{StatusCode: resp.StatusCode}
 	var e struct {
 		Error struct{ Code, Message string }
 	}

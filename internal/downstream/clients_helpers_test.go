@@ -45,10 +45,10 @@ func NewClients(c Config, ep Endpoints) (*Clients, error) {
 		cl   Clients
 		errs [4]error
 	)
-	cl.Order, errs[0] = NewClient(orderAPI, with(ep.Order))
-	cl.Inventory, errs[1] = NewClient(inventoryAPI, with(ep.Inventory))
-	cl.Coupon, errs[2] = NewClient(couponAPI, with(ep.Coupon))
-	cl.Logistics, errs[3] = NewClient(logisticsAPI, with(ep.Logistics))
+	cl.Order, errs[0] = NewClient("order", orderAPI, with(ep.Order))
+	cl.Inventory, errs[1] = NewClient("inventory", inventoryAPI, with(ep.Inventory))
+	cl.Coupon, errs[2] = NewClient("coupon", couponAPI, with(ep.Coupon))
+	cl.Logistics, errs[3] = NewClient("logistics", logisticsAPI, with(ep.Logistics))
 	if err := errors.Join(errs[:]...); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("downstream: new clients: %w", err)

@@ -1,7 +1,6 @@
 package downstream
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -23,21 +22,15 @@ type Coupon struct {
 // noCoupons, the default: an empty list, marked degraded by its section.
 func noCoupons(Order) Coupons { return Coupons{Items: []Coupon{}} }
 
-// couponAPI: GET /coupon/v1/orders/{id}/coupons answers
-// {"order_id", "coupons": [Coupon]}.
+// couponAPI: the service answers {"order_id", "coupons": [Coupon]}.
 var couponAPI = API[Coupons]{
-	Name: "coupon",
-	Path: func(id string) string { return "/coupon/v1/orders/" + url.PathEscape(id) + "/coupons" },
-	Decode: func(body []byte, orderID string) (Coupons, error) {
-		var w struct {
-			OrderID *string  `json:"order_id"`
-			Coupons []Coupon `json:"coupons"`
-		}
-		var c Check
-		c.JSON(body, &w)
-		c.OrderID(w.OrderID, orderID)
-		return Coupons{Items: w.Coupons}, c.Err()
-	},
+	Path: "/coupon/v1/orders/{id}/coupons",
+	Decode: Wire(func(w struct {
+		Envelope
+		Coupons []Coupon `json:"coupons"`
+	}) Coupons {
+		return Coupons{Items: w.Coupons}
+	}),
 	Check: func(cs Coupons, _ string) error {
 		var c Check
 		c.That(cs.Items != nil, "coupons", "is missing")

@@ -1,7 +1,6 @@
 package downstream
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -53,26 +52,20 @@ func unknownInventory(o Order) Inventory {
 	return Inventory{Status: InventoryUnknown, Items: items}
 }
 
-// inventoryAPI: GET /inventory/v1/orders/{id}/stock answers
-// {"order_id", "items": [{"sku", "available"}]}; the statuses are derived.
+// inventoryAPI: the service answers {"order_id", "items": [{"sku", "available"}]}.
 var inventoryAPI = API[Inventory]{
-	Name: "inventory",
-	Path: func(id string) string { return "/inventory/v1/orders/" + url.PathEscape(id) + "/stock" },
-	Decode: func(body []byte, orderID string) (Inventory, error) {
-		var w struct {
-			OrderID *string     `json:"order_id"`
-			Items   []StockItem `json:"items"`
-		}
-		var c Check
-		c.JSON(body, &w)
-		c.OrderID(w.OrderID, orderID)
+	Path: "/inventory/v1/orders/{id}/stock",
+	Decode: Wire(func(w struct {
+		Envelope
+		Items []StockItem `json:"items"`
+	}) Inventory {
 		for i, it := range w.Items {
 			if it.Available != nil {
 				w.Items[i].Status = StockStatus(*it.Available)
 			}
 		}
-		return Inventory{Status: InventoryConfirmed, Items: w.Items}, c.Err()
-	},
+		return Inventory{Status: InventoryConfirmed, Items: w.Items}
+	}),
 	Check: func(inv Inventory, _ string) error {
 		var c Check
 		c.That(inv.Status == InventoryConfirmed, "status", "is not "+InventoryConfirmed)

@@ -1,7 +1,6 @@
 package downstream
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -29,21 +28,15 @@ const LogisticsUnknown = "UNKNOWN"
 
 func unknownLogistics(Order) Logistics { return Logistics{Status: LogisticsUnknown} }
 
-// logisticsAPI: GET /logistics/v1/orders/{id}/shipment answers a
-// Logistics with its "order_id".
+// logisticsAPI: the service answers a Logistics with its "order_id".
 var logisticsAPI = API[Logistics]{
-	Name: "logistics",
-	Path: func(id string) string { return "/logistics/v1/orders/" + url.PathEscape(id) + "/shipment" },
-	Decode: func(body []byte, orderID string) (Logistics, error) {
-		var w struct {
-			OrderID *string `json:"order_id"`
-			Logistics
-		}
-		var c Check
-		c.JSON(body, &w)
-		c.OrderID(w.OrderID, orderID)
-		return w.Logistics, c.Err()
-	},
+	Path: "/logistics/v1/orders/{id}/shipment",
+	Decode: Wire(func(w struct {
+		Envelope
+		Logistics
+	}) Logistics {
+		return w.Logistics
+	}),
 	Check: func(l Logistics, _ string) error {
 		var c Check
 		c.That(IsToken(l.Status), "status", "is not an upper-case token")

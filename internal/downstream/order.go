@@ -1,7 +1,6 @@
 package downstream
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -37,10 +36,9 @@ type Address struct {
 	Country string `json:"country"`
 }
 
-// orderAPI: GET /order/v1/orders/{id} answers an Order.
+// orderAPI: the service answers an Order.
 var orderAPI = API[Order]{
-	Name: "order",
-	Path: func(id string) string { return "/order/v1/orders/" + url.PathEscape(id) },
+	Path: "/order/v1/orders/{id}",
 	Check: func(o Order, orderID string) error {
 		var c Check
 		c.That(o.ID == orderID, "id", "is not the requested "+orderID)

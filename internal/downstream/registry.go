@@ -35,18 +35,15 @@ type Entry struct {
 type Builder func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error)
 
 // CoreOf is the Builder of the core section, through a Client of api.
-func CoreOf[T any](api API[T]) Builder { return builder(api, nil) }
+func CoreOf[T any](api API[T]) Builder { return SectionOf(api, nil) }
 
 // SectionOf is the Builder of a degradable section, through a Client of
 // api; fallback states "unknown" in the section's own terms.
-func SectionOf[T any](api API[T], fallback func(Order) T) Builder { return builder(api, fallback) }
-
-func builder[T any](api API[T], fallback func(Order) T) Builder {
+func SectionOf[T any](api API[T], fallback func(Order) T) Builder {
 	return func(e Entry, c Config, g *resilience.Guard, maxAge time.Duration) (*orderdetail.Downstream, func(), error) {
-		api.Name = e.Name
-		cl, err := NewClient(api, c)
+		cl, err := NewClient(e.Name, api, c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s client: %w", e.Name, err)
+			return nil, nil, err
 		}
 		s := orderdetail.Spec[T]{Name: e.Section, Guard: g, MaxAge: maxAge, Fetch: cl.Get, Decode: api.DecodeCached}
 		if fallback == nil {
@@ -62,8 +59,8 @@ var (
 	validName = regexp.MustCompile(`^[a-z][a-z0-9]*$`) // a flag, an env var, a YAML key and a label
 )
 
-// Register adds a downstream to the page. Call it from an init function:
-// the registry is not safe for concurrent use. It panics on an entry that cannot be served: a name or section not
+// Register adds a downstream to the page; call it from an init function.
+// It panics on an entry that cannot be served: a name or section not
 // matching ^[a-z][a-z0-9]*$ or already taken, the name "cache" (the store's
 // guard), a second core, a core not at Place 0 or a section before 1, no
 // builder, or a maximum cache age that is not positive.
@@ -87,7 +84,7 @@ func Registered() []Entry { return slices.Clone(registry) }
 // Names returns the registered downstreams' names in page order.
 func Names() []string {
 	var out []string
-	for _, e := range Registered() {
+	for _, e := range registry {
 		out = append(out, e.Name)
 	}
 	return out
@@ -96,10 +93,9 @@ func Names() []string {
 // API is one downstream's HTTP API: where an order's answer lives and how
 // to read it.
 type API[T any] struct {
-	Name string                      // in errors and for Config.WrapTransport; the Builders set the entry's
-	Path func(orderID string) string // below the base URL, the id escaped with url.PathEscape
-	// Decode reads a 200 body, checking what only the wire document holds
-	// (its order_id); nil: the body is T's own JSON.
+	Path string // the answer's path below the base URL, "{id}" standing for the escaped order id
+	// Decode reads a 200 body: nil, the body is T's own JSON; Wire, a
+	// document of the service's own carrying the order_id.
 	Decode func(body []byte, orderID string) (T, error)
 	// Check holds an answer, live or cached, to the service's promises;
 	// what it refuses is a failure of the dependency.
@@ -112,7 +108,7 @@ func (a API[T]) read(body []byte, orderID string, wire bool) (v T, err error) {
 		v, err = a.Decode(body, orderID)
 	} else {
 		var c Check
-		c.JSON(body, &v)
+		c.json(body, &v)
 		err = c.Err()
 	}
 	if err == nil {
@@ -128,6 +124,30 @@ func (a API[T]) read(body []byte, orderID string, wire bool) (v T, err error) {
 // answer: the store is outside the process.
 func (a API[T]) DecodeCached(payload []byte, orderID string) (T, error) {
 	return a.read(payload, orderID, false)
+}
+
+// Envelope is the "order_id" of a service's document; Wire requires it
+// to be the one asked for.
+type Envelope struct {
+	OrderID *string `json:"order_id"`
+}
+
+func (e Envelope) orderID() *string { return e.OrderID }
+
+// Wire is the Decode of a service whose answer is a document W of its own,
+// embedding Envelope: answer makes the API's T of it.
+func Wire[W interface{ orderID() *string }, T any](answer func(W) T) func(body []byte, orderID string) (T, error) {
+	return func(body []byte, orderID string) (T, error) {
+		var w W
+		var c Check
+		c.json(body, &w)
+		if got := w.orderID(); got == nil {
+			c.That(false, "order_id", "is missing")
+		} else {
+			c.That(*got == orderID, "order_id", strconv.Quote(*got)+" is not the requested "+strconv.Quote(orderID))
+		}
+		return answer(w), c.Err()
+	}
 }
 
 // Check collects the first rule an answer breaks, as ErrMalformed naming
@@ -153,18 +173,10 @@ func (c *Check) At(ok bool, list string, i int, field, rule string) {
 	}
 }
 
-// JSON decodes body into v: invalid JSON or a wrong type breaks the rule.
-func (c *Check) JSON(body []byte, v any) {
+// json decodes body into v: invalid JSON or a wrong type breaks the rule.
+func (c *Check) json(body []byte, v any) {
 	if err := json.Unmarshal(body, v); err != nil {
 		c.That(false, "body", err.Error())
-	}
-}
-
-// OrderID requires a wire document's order_id to be the one asked for.
-func (c *Check) OrderID(got *string, want string) {
-	c.That(got != nil, "order_id", "is missing")
-	if got != nil && *got != want {
-		c.That(false, "order_id", strconv.Quote(*got)+" is not the requested "+strconv.Quote(want))
 	}
 }
 
