@@ -54,13 +54,11 @@ func (e *StatusError) Error() string {
 
 // Config is one client's settings; a zero field takes its default.
 type Config struct {
-	BaseURL string // http(s)://host[:port][/prefix], user:password as basic auth. Required.
-	// MaxIdleConns is how many idle connections are kept (default 100);
-	// connections in use are bounded by the guard's bulkhead.
-	MaxIdleConns int
+	BaseURL      string        // http(s)://host[:port][/prefix], user:password as basic auth. Required.
+	MaxIdleConns int           // idle connections kept (default 100); those in use are the guard's bulkhead's
 	Timeout      time.Duration // caps a call whose caller has no nearer deadline (default 2s)
 	MaxBodyBytes int64         // default 1 MiB
-	// WrapTransport, when set, wraps the transport of the named dependency.
+	// WrapTransport, when set, wraps the named dependency's transport.
 	WrapTransport func(dependency string, next http.RoundTripper) http.RoundTripper
 }
 

@@ -107,9 +107,7 @@ func (a API[T]) read(body []byte, orderID string, wire bool) (v T, err error) {
 	if wire && a.Decode != nil {
 		v, err = a.Decode(body, orderID)
 	} else {
-		var c Check
-		c.json(body, &v)
-		err = c.Err()
+		err = unmarshal(body, &v)
 	}
 	if err == nil {
 		err = a.Check(v, orderID)
@@ -139,8 +137,7 @@ func (e Envelope) orderID() *string { return e.OrderID }
 func Wire[W interface{ orderID() *string }, T any](answer func(W) T) func(body []byte, orderID string) (T, error) {
 	return func(body []byte, orderID string) (T, error) {
 		var w W
-		var c Check
-		c.json(body, &w)
+		c := Check{err: unmarshal(body, &w)}
 		if got := w.orderID(); got == nil {
 			c.That(false, "order_id", "is missing")
 		} else {
@@ -173,11 +170,12 @@ func (c *Check) At(ok bool, list string, i int, field, rule string) {
 	}
 }
 
-// json decodes body into v: invalid JSON or a wrong type breaks the rule.
-func (c *Check) json(body []byte, v any) {
+// unmarshal decodes body into v: invalid JSON or a wrong type is ErrMalformed.
+func unmarshal(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
-		c.That(false, "body", err.Error())
+		return fmt.Errorf("%w: body %v", ErrMalformed, err)
 	}
+	return nil
 }
 
 // IsToken reports whether s is an upper-case enum value such as
