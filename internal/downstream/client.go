@@ -165,13 +165,10 @@ func ioErr(ctx context.Context, err error) error {
 
 // statusErr classifies an answer other than 200; see the package doc.
 func statusErr(resp *http.Response) error {
-	se := &StatusError{StatusCode: resp.StatusCode}
-	var e struct {
-		Error struct{ Code, Message string }
-	}
-	if raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10)); json.Unmarshal(raw, &e) == nil {
-		se.Code, se.Message = e.Error.Code, e.Error.Message[:min(len(e.Error.Message), 200)]
-	}
+	se := &StatusError{}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	_ = json.Unmarshal(raw, &struct{ Error *StatusError }{se}) // its code and message, if any
+	se.StatusCode, se.Message = resp.StatusCode, se.Message[:min(len(se.Message), 200)]
 	switch code := resp.StatusCode; {
 	case code == http.StatusGatewayTimeout && se.Code == "BUDGET_EXHAUSTED":
 		return fmt.Errorf("%w: %w", context.DeadlineExceeded, se)
