@@ -110,14 +110,15 @@ func TestReloadRefusesInvalidSettings(t *testing.T) {
 	}
 }
 
-// A PATCH that the settings' validation lets through but the guard refuses
-// (a zero retry.backoff is its 10ms default, past this max_backoff) is an
-// error and changes nothing.
+// Settings are validated as the guard will take them: a zero retry.backoff
+// is its 10ms default, past this max_backoff, so the PATCH is an error that
+// names the key, and changes nothing.
 func TestPatchRefusedByTheGuardChangesNothing(t *testing.T) {
 	c, _ := newControl(t)
 	before := c.deps["coupon"]
-	if _, err := c.Patch("coupon", []byte(`{"retry":{"backoff":"0s","max_backoff":"5ms"}}`)); err == nil {
-		t.Fatal("want an error")
+	_, err := c.Patch("coupon", []byte(`{"retry":{"backoff":"0s","max_backoff":"5ms"}}`))
+	if err == nil || !strings.Contains(err.Error(), "dependencies.coupon.retry.max_backoff") {
+		t.Fatalf("want an error naming dependencies.coupon.retry.max_backoff, got %v", err)
 	}
 	if c.deps["coupon"] != before {
 		t.Errorf("settings changed: %+v", c.deps["coupon"].Retry)

@@ -104,7 +104,7 @@ func (d Dependencies) Validate(b Bounds) error {
 	}
 	for _, name := range d.Names() {
 		key, dep := "dependencies."+name+".", d[name]
-		if err := dep.Config.Validate(); err != nil { // errors.Join's "key: message" lines
+		if err := dep.Config.WithDefaults().Validate(); err != nil { // as the guard will; errors.Join's "key: message" lines
 			return errors.New(key + strings.SplitN(err.Error(), "\n", 2)[0])
 		}
 		switch {
