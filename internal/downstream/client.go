@@ -23,6 +23,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/orderagg/orderagg/internal/orderdetail"
 	"github.com/orderagg/orderagg/internal/resilience"
 )
@@ -116,9 +119,14 @@ func (c *Client[T]) get(ctx context.Context, orderID string) ([]byte, error) {
 	if orderID == "" {
 		return nil, resilience.BadRequest(errors.New("empty order id"))
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.c.Timeout) // the nearer of the two deadlines
-	defer cancel()
-	dl, _ := callCtx.Deadline()
+	callCtx, dl := ctx, time.Now().Add(c.c.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+		dl = d // the caller's deadline is the nearer: no context of our own
+	} else {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
 	path := strings.Replace(c.api.Path, "{id}", url.PathEscape(orderID), 1)
 	req, err := http.NewRequestWithContext(callCtx, http.MethodGet, c.c.BaseURL+path, nil)
 	if err != nil {
@@ -129,6 +137,7 @@ func (c *Client[T]) get(ctx context.Context, orderID string) ([]byte, error) {
 	if id := RequestIDFrom(ctx); id != "" {
 		req.Header.Set(HeaderRequestID, id)
 	}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // the caller's trace, traced or not
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, ioErr(ctx, err)

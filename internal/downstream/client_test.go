@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/orderagg/orderagg/internal/orderdetail"
 	"github.com/orderagg/orderagg/internal/resilience"
 	"github.com/orderagg/orderagg/internal/sim"
@@ -251,7 +254,14 @@ func TestRequestHeaders(t *testing.T) {
 	})
 	cl := newClients(t, url, Config{})
 
-	ctx, cancel := context.WithTimeout(WithRequestID(context.Background(), "req-123"), 800*time.Millisecond)
+	// The caller's trace context goes on through OpenTelemetry's global
+	// propagator, whether orderagg traces or not.
+	prop := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(prop) })
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := propagation.TraceContext{}.Extract(WithRequestID(context.Background(), "req-123"), propagation.MapCarrier{"traceparent": traceparent})
+	ctx, cancel := context.WithTimeout(ctx, 800*time.Millisecond)
 	defer cancel()
 	_ = call(ctx, cl, sim.ServiceOrder, "o_1-X")
 	_ = call(context.Background(), cl, sim.ServiceInventory, "o-2")
@@ -265,7 +275,7 @@ func TestRequestHeaders(t *testing.T) {
 	if r.Method != http.MethodGet || r.URL.Path != "/order/v1/orders/o_1-X" {
 		t.Errorf("request %s %s", r.Method, r.URL.Path)
 	}
-	if r.Header.Get("Accept") != "application/json" || r.Header.Get(HeaderRequestID) != "req-123" {
+	if r.Header.Get("Accept") != "application/json" || r.Header.Get(HeaderRequestID) != "req-123" || r.Header.Get("traceparent") != traceparent {
 		t.Errorf("headers %v", r.Header)
 	}
 	ms, err := strconv.Atoi(r.Header.Get(HeaderBudget))
@@ -284,6 +294,9 @@ func TestRequestHeaders(t *testing.T) {
 	}
 	if _, ok := r.Header[HeaderRequestID]; ok {
 		t.Errorf("%s sent without one in ctx", HeaderRequestID)
+	}
+	if _, ok := r.Header["Traceparent"]; ok {
+		t.Errorf("traceparent sent without a trace in ctx")
 	}
 }
 

@@ -80,41 +80,41 @@ type sectionHead struct {
 // encodePage is the contract's page document, its keys in a reader's
 // order: order_id, degraded, then each section under its name in page
 // order, as its sectionHead followed by its body's fields, or by its body
-// under BodyKey.
+// under BodyKey. The bodies are json.Marshal's output, spliced in as they
+// are; a body that is not an object, without a BodyKey, is an error.
 func encodePage(p *orderdetail.Page) ([]byte, error) {
 	doc, _ := json.Marshal(struct {
 		OrderID  string `json:"order_id"`
 		Degraded bool   `json:"degraded"`
 	}{p.OrderID, p.Degraded})
+	doc = doc[:len(doc)-1] // open, to add the sections
 	for _, s := range p.Sections {
 		body, err := s.BodyJSON, error(nil)
 		if body == nil {
 			body, err = json.Marshal(s.Body)
 		}
-		if err == nil && s.BodyKey != "" {
-			body, err = json.Marshal(map[string]json.RawMessage{s.BodyKey: body})
-		}
-		if err == nil && (len(body) < 2 || body[0] != '{') {
+		if err == nil && s.BodyKey == "" && (len(body) < 2 || body[0] != '{') {
 			err = errors.New("the body is not a JSON object")
-		}
-		head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
-		var section []byte
-		if err == nil {
-			section, err = json.Marshal(map[string]json.RawMessage{s.Name: merge(head, body)})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("encoding section %s: %w", s.Name, err)
 		}
-		doc = merge(doc, section)
+		head, _ := json.Marshal(sectionHead{s.Source, s.Degraded, s.Reason, s.AsOf.UTC()})
+		doc = appendKey(append(doc, ','), s.Name)
+		doc = append(doc, head[:len(head)-1]...) // the head's members, then the body's
+		switch {
+		case s.BodyKey != "":
+			doc = append(appendKey(append(doc, ','), s.BodyKey), body...)
+		case len(body) > 2:
+			doc = append(append(doc, ','), body[1:len(body)-1]...)
+		}
+		doc = append(doc, '}')
 	}
-	return doc, nil
+	return append(doc, '}'), nil
 }
 
-// merge is one JSON object holding the members of a, then those of b: two
-// objects as json.Marshal writes them. a's array is reused.
-func merge(a, b []byte) []byte {
-	if len(b) == 2 {
-		return a
-	}
-	return append(append(a[:len(a)-1], ','), b[1:]...)
+// appendKey appends k as a JSON object key and its colon.
+func appendKey(b []byte, k string) []byte {
+	q, _ := json.Marshal(k)
+	return append(append(b, q...), ':')
 }

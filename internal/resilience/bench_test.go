@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func noop(context.Context) (int, error) { return 1, nil }
+func nothing(context.Context) (int, error) { return 1, nil }
 
 func BenchmarkDo(b *testing.B) {
 	g, err := New("bench", Config{Bulkhead: BulkheadConfig{MaxConcurrent: 1 << 20}})
@@ -16,7 +16,7 @@ func BenchmarkDo(b *testing.B) {
 	b.ReportAllocs()
 	b.Run("sequential", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := Do(ctx, g, noop); err != nil {
+			if _, err := Do(ctx, g, nothing); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -25,7 +25,7 @@ func BenchmarkDo(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := Do(ctx, g, noop); err != nil {
+				if _, err := Do(ctx, g, nothing); err != nil {
 					b.Error(err)
 					return
 				}
@@ -44,7 +44,7 @@ func BenchmarkDoAutoTimeout(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Do(ctx, g, noop); err != nil {
+		if _, err := Do(ctx, g, nothing); err != nil {
 			b.Fatal(err)
 		}
 	}

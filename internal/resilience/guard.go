@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Event is one thing that happened to a dependency: an attempt's outcome,
@@ -79,9 +80,15 @@ func WithListener(l Listener) Option { return func(g *Guard) { g.listener = l } 
 // call's "dependency <name>", parent of its attempts', with an "attempt"
 // event each, and a fallback's "fallback <name>". Both carry
 // orderagg.dependency and orderagg.event, and status Error when the caller
-// got no answer through the dependency's fault or the guard's refusal.
+// got no answer through the dependency's fault or the guard's refusal. A
+// no-op provider (go.opentelemetry.io/otel/trace/noop) is the same as none:
+// the guard then does no span work at all.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(g *Guard) { g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience") }
+	return func(g *Guard) {
+		if _, off := tp.(noop.TracerProvider); !off {
+			g.tracer = tp.Tracer("github.com/orderagg/orderagg/internal/resilience")
+		}
+	}
 }
 
 // Guard protects one dependency with the layers of the package doc, and

@@ -63,8 +63,20 @@ func newListener(m metric.Meter, log *slog.Logger) (*Listener, error) {
 
 func dependency(dep string) attribute.KeyValue { return attribute.String("dependency", dep) }
 
-func eventAttrs(dep, event string) metric.MeasurementOption {
-	return metric.WithAttributes(dependency(dep), attribute.String("event", event))
+// attrs is the attribute set {dependency: dep, event: event} (without event
+// when it is ""), built once per pair and kept: a call's events are counted
+// on every page.
+func (l *Listener) attrs(dep, event string) metric.MeasurementOption {
+	k := [2]string{dep, event}
+	if o, ok := l.sets.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	kv := []attribute.KeyValue{dependency(dep)}
+	if event != "" {
+		kv = append(kv, attribute.String("event", event))
+	}
+	o, _ := l.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
+	return o.(metric.MeasurementOption)
 }
 
 func missAttrs(dep, reason string) metric.MeasurementOption {
@@ -163,12 +175,12 @@ func (t *Telemetry) Observe(s State) error {
 	ctx := context.Background()
 	for _, g := range s.Guards {
 		for _, ev := range knownEvents {
-			t.listener.events.Add(ctx, 0, eventAttrs(g.Name(), ev))
+			t.listener.events.Add(ctx, 0, t.listener.attrs(g.Name(), ev))
 		}
 		for _, r := range knownMissReasons {
 			t.listener.events.Add(ctx, 0, missAttrs(g.Name(), r))
 		}
-		t.listener.calls.Add(ctx, 0, metric.WithAttributes(dependency(g.Name())))
+		t.listener.calls.Add(ctx, 0, t.listener.attrs(g.Name(), ""))
 		t.listener.transitions.Add(ctx, 0, transitionAttrs(g.Name(), resilience.StateClosed, resilience.StateOpen))
 	}
 	return nil
@@ -184,6 +196,7 @@ type Listener struct {
 	attempt, requestDuration                       metric.Float64Histogram
 	log                                            *slog.Logger
 	fallbacks                                      sync.Map // dependency → *rate.Sometimes
+	sets                                           sync.Map // [dependency, event] → metric.MeasurementOption
 }
 
 // Listener is this Telemetry's one Listener: give it to every
@@ -192,7 +205,7 @@ func (t *Telemetry) Listener() *Listener { return t.listener }
 
 // OnEvent counts e and logs a fallback.
 func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
-	ev := eventAttrs(e.Dependency, e.Name())
+	ev := l.attrs(e.Dependency, e.Name())
 	l.events.Add(ctx, 1, ev)
 	if e.Fallback {
 		l.logFallback(ctx, e)
@@ -202,7 +215,7 @@ func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
 		l.attempt.Record(ctx, e.Duration.Seconds(), ev)
 	}
 	if e.Attempt <= 1 { // the first attempt, or a call refused before any
-		l.calls.Add(ctx, 1, metric.WithAttributes(dependency(e.Dependency)))
+		l.calls.Add(ctx, 1, l.attrs(e.Dependency, ""))
 	}
 }
 
@@ -246,7 +259,7 @@ func (l *Listener) OnTimeoutChange(c resilience.TimeoutChange) {
 // a miss as cache_miss with its reason, and adds a "cache lookup" event to
 // the span in ctx.
 func (l *Listener) CacheLookup(ctx context.Context, dep, outcome string) {
-	attrs := eventAttrs(dep, "cache_hit")
+	attrs := l.attrs(dep, "cache_hit")
 	if outcome != "hit" {
 		attrs = missAttrs(dep, outcome)
 	}

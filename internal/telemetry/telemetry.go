@@ -57,6 +57,7 @@ type Config struct {
 // it once with Setup and Shutdown it last; it is safe for concurrent use.
 type Telemetry struct {
 	tp       trace.TracerProvider // the SDK's, or a no-op one with traces off
+	tracing  bool                 // tp is the SDK's
 	mp       *sdkmetric.MeterProvider
 	meter    metric.Meter
 	metrics  http.Handler
@@ -109,7 +110,7 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 		metrics: promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true}),
 	}
 	if sp != nil {
-		t.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp))
+		t.tp, t.tracing = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSpanProcessor(sp)), true
 	}
 	otel.SetTracerProvider(t.tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
@@ -178,13 +179,22 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // Middleware starts each request's server span with otelhttp, continuing
-// the caller's W3C trace (with traces off, it only keeps the caller's trace
-// context for WrapTransport), named "<method> <echo route>" (the method
+// the caller's W3C trace (with traces off, it only extracts the caller's
+// trace context into the request's, for the downstream calls), named "<method> <echo route>" (the method
 // alone when unrouted); probes, /metrics and /dashboard are not traced.
 // client.address is the peer's unless the peer is a trusted proxy. A
 // handler's error goes to echo's HTTPErrorHandler here, so that the span
 // records the status sent. Register it with e.Use.
 func (t *Telemetry) Middleware() echo.MiddlewareFunc {
+	if !t.tracing {
+		return func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error {
+				r := c.Request()
+				c.SetRequest(r.WithContext(otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+				return next(c)
+			}
+		}
+	}
 	wrap := otelhttp.NewMiddleware("", otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()), otelhttp.WithFilter(traced),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }))
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -221,11 +231,14 @@ func traced(r *http.Request) bool {
 	return p != "/healthz" && p != "/readyz" && p != "/metrics" && p != "/dashboard" && !strings.HasPrefix(p, "/dashboard/")
 }
 
-// WrapTransport fits downstream.Config.WrapTransport: otelhttp's
-// transport, which passes the request's trace context on, and with traces
-// on makes every attempt to dep a client span ("<dep> GET",
-// orderagg.dependency set). It records no metrics of its own.
+// WrapTransport fits downstream.Config.WrapTransport: with traces on,
+// otelhttp's transport, making every attempt to dep a client span
+// ("<dep> GET", orderagg.dependency set) and recording no metrics of its
+// own; with traces off, next itself.
 func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.RoundTripper {
+	if !t.tracing {
+		return next
+	}
 	return otelhttp.NewTransport(next, otelhttp.WithTracerProvider(t.tp), otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return dep + " " + r.Method }),
 		otelhttp.WithSpanOptions(trace.WithAttributes(attrSpanDependency.String(dep))))
