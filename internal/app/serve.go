@@ -169,7 +169,7 @@ func Serve(ctx context.Context, cfg config.Serve, env Env) error {
 // last-good store. It returns the downstreams by name too, for the control.
 func newPage(cfg config.Serve, tel *telemetry.Telemetry, store *cache.Store, guards map[string]*resilience.Guard, closers *closeStack) (*orderdetail.Aggregator, map[string]*orderdetail.Downstream, error) {
 	byName := map[string]*orderdetail.Downstream{}
-	pc := orderdetail.Config{Store: store, CacheGuard: guards[config.NameCache], Reserve: cfg.Reserve, Observer: tel.Listener()}
+	pc := orderdetail.Config{Store: store, CacheGuard: guards[config.NameCache], Reserve: cfg.Reserve, Observer: tel.Listener(), Workers: pageWorkers}
 	for _, e := range downstream.Registered() {
 		d := cfg.Dependencies[e.Name]
 		ds, closeClient, err := e.New(e, downstream.Config{BaseURL: cfg.URLs[e.Name], MaxIdleConns: 2 * d.Bulkhead.MaxConcurrent,
@@ -186,8 +186,16 @@ func newPage(cfg config.Serve, tel *telemetry.Telemetry, store *cache.Store, gua
 		}
 	}
 	page, err := orderdetail.New(pc)
+	if err == nil {
+		closers.push("page workers", func(context.Context) error { page.Close(); return nil })
+	}
 	return page, byName, err
 }
+
+// pageWorkers are the goroutines kept for the sections' calls: enough for
+// 21 pages at once (3 sections each); more pages start goroutines of their
+// own.
+const pageWorkers = 64
 
 // RunSim serves the simulated downstreams until ctx ends.
 func RunSim(ctx context.Context, cfg config.Sim, env Env) error {

@@ -29,6 +29,10 @@ type Config struct {
 	Reserve  time.Duration
 	Now      func() time.Time // the clock of as_of and of max ages; nil: time.Now
 	Observer Observer         // nil: none
+	// Workers is how many goroutines are kept for the sections' calls (a
+	// call finding none idle gets a new one); 0: a new goroutine per call.
+	// With Workers, Close stops them.
+	Workers int
 }
 
 // Aggregator builds order-detail pages. It is safe for concurrent use.
@@ -40,6 +44,7 @@ type Aggregator struct {
 	now         func() time.Time
 	obs         Observer
 	coreFirst   coreGate
+	workers     *workers
 }
 
 // New builds an Aggregator. It fails when Core or a section is missing or
@@ -57,12 +62,17 @@ func New(cfg Config) (*Aggregator, error) {
 		seen[d.name] = true
 	}
 	a := &Aggregator{downstreams: append([]*Downstream{cfg.Core}, cfg.Sections...), store: cfg.Store,
-		cacheGuard: cfg.CacheGuard, reserve: cfg.Reserve, now: cfg.Now, obs: cfg.Observer}
+		cacheGuard: cfg.CacheGuard, reserve: cfg.Reserve, now: cfg.Now, obs: cfg.Observer, workers: startWorkers(cfg.Workers)}
 	if a.now == nil {
 		a.now = time.Now
 	}
 	return a, nil
 }
+
+// Close stops the goroutines kept for Workers, once their calls are done,
+// and waits for them. Pages asked for later still work, on goroutines of
+// their own. It is safe to call more than once.
+func (a *Aggregator) Close() { a.workers.close() }
 
 // call is one dependency's part of one page: what resolve is asked, and
 // what it answers.
@@ -110,7 +120,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	var wg sync.WaitGroup
 	callOthers := func() {
 		for i := 1; i < len(calls); i++ {
-			wg.Go(func() { a.resolve(ctx, &calls[i]) })
+			a.workers.run(&wg, func() { a.resolve(ctx, &calls[i]) })
 		}
 	}
 	coreFirst := a.coreFirst.Load()
