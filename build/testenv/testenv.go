@@ -1,13 +1,17 @@
 // Package testenv is for tests only: it decides whether they run in CI and
-// what a missing prerequisite (a browser, a Redis server, Docker) does there.
-// Production code never imports it.
+// what a missing prerequisite (a browser, a Redis server, Docker) does there,
+// and renders the README's flag tables that tests compare. Production code
+// never imports it.
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/orderagg/orderagg/internal/config"
 )
 
 // MissingPrefix starts the message of every test stopped by Missing; the
@@ -30,4 +34,20 @@ func Missing(t testing.TB, format string, args ...any) {
 		t.Fatal(msg)
 	}
 	t.Skip(msg)
+}
+
+// FlagTable lists fs's flags as the README's tables do: flag, environment
+// variable (prefix and the flag's name, as config.EnvName gives it),
+// default, meaning.
+func FlagTable(fs *flag.FlagSet, prefix string) string {
+	b := "| flag | environment | default | meaning |\n|---|---|---|---|\n"
+	fs.VisitAll(func(f *flag.Flag) {
+		_, help := flag.UnquoteUsage(f)
+		def := "empty"
+		if f.DefValue != "" {
+			def = "`" + f.DefValue + "`"
+		}
+		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, config.EnvName(prefix, f.Name), def, help)
+	})
+	return b
 }

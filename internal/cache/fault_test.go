@@ -134,7 +134,7 @@ func TestUnreachableRedis(t *testing.T) {
 	for i := range 5 {
 		put(s, "order", "o-"+strconv.Itoa(i), entry(time.Now(), `{}`), time.Minute)
 	}
-	if err := s.Flush(ctx); err != nil {
+	if err := flush(ctx, s); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
 	if st := s.Stats(); st.WriteErrors+st.WritesDropped != 5 || st.WriteErrors == 0 {

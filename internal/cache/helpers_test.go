@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -65,7 +66,7 @@ func mustFlush(tb testing.TB, s *Store) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.Flush(ctx); err != nil {
+	if err := flush(ctx, s); err != nil {
 		tb.Fatalf("Flush: %v", err)
 	}
 }
@@ -161,3 +162,15 @@ func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, tim
 func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// flush waits until every entry accepted so far has settled, or ctx ends.
+func flush(ctx context.Context, s *Store) error {
+	for s.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cache.flush: %w", ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}

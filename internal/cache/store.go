@@ -321,18 +321,6 @@ func (s *Store) Stats() Stats {
 		Queued: len(s.queue), QueueCapacity: cap(s.queue)}
 }
 
-// Flush waits until every entry accepted so far has settled, or ctx ends.
-func (s *Store) Flush(ctx context.Context) error {
-	for s.pending.Load() > 0 {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("cache.flush: %w", ctx.Err())
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return nil
-}
-
 // Close stops taking entries, lets the writers drain the queue until ctx
 // ends (the entries left are then dropped and counted, and the error
 // matches ctx.Err()), and closes the client. A write in flight when ctx

@@ -203,20 +203,6 @@ func Parse(fs *flag.FlagSet, args []string, prefix string, env bool) error {
 // badValue finds the flag in ff's and the flag package's errors of a value refused.
 var badValue = regexp.MustCompile(`for (?:flag )?-([\w-]+)|flag "([\w-]+)"`)
 
-// MarkdownTable lists fs's flags for the README: flag, variable, default, meaning.
-func MarkdownTable(fs *flag.FlagSet, prefix string) string {
-	b := "| flag | environment | default | meaning |\n|---|---|---|---|\n"
-	fs.VisitAll(func(f *flag.Flag) {
-		_, help := flag.UnquoteUsage(f)
-		def := "empty"
-		if f.DefValue != "" {
-			def = "`" + f.DefValue + "`"
-		}
-		b += fmt.Sprintf("| `--%s` | `%s` | %s | %s |\n", f.Name, EnvName(prefix, f.Name), def, help)
-	})
-	return b
-}
-
 // PrintUsage writes a command's --help: its usage line, what it does, and
 // every flag with its type, environment variable and default.
 func PrintUsage(w io.Writer, fs *flag.FlagSet, prefix, usageLine, what string) {

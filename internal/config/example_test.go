@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/orderagg/orderagg/build/testenv"
 	"github.com/orderagg/orderagg/internal/config"
 	"github.com/orderagg/orderagg/internal/downstream"
 	"github.com/orderagg/orderagg/internal/resilience"
@@ -60,7 +61,7 @@ func TestREADMEConfigTables(t *testing.T) {
 		if i < 0 || j < i {
 			t.Fatalf("README lacks the %s table markers", name)
 		}
-		if table := config.MarkdownTable(fs, config.EnvPrefix); readme[i+len(start):j] != table {
+		if table := testenv.FlagTable(fs, config.EnvPrefix); readme[i+len(start):j] != table {
 			readme = readme[:i+len(start)] + table + readme[j:]
 			if !*update {
 				t.Errorf("README's %s table is out of date; run go generate ./internal/config", name)

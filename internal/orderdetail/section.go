@@ -1,6 +1,7 @@
 package orderdetail
 
 import (
+	"cmp"
 	"context"
 	"sync/atomic"
 	"time"
@@ -30,19 +31,10 @@ const (
 )
 
 // ReasonOf maps a guarded call's error to the contract's reason.
-func ReasonOf(err error) Reason {
-	switch resilience.KindOf(err) {
-	case resilience.KindTimeout:
-		return ReasonTimeout
-	case resilience.KindShortCircuited:
-		return ReasonShortCircuited
-	case resilience.KindRejected:
-		return ReasonRejected
-	case resilience.KindDeadline:
-		return ReasonDeadline
-	}
-	return ReasonFailure
-}
+func ReasonOf(err error) Reason { return cmp.Or(reasons[resilience.KindOf(err)], ReasonFailure) }
+
+var reasons = map[resilience.Kind]Reason{resilience.KindTimeout: ReasonTimeout, resilience.KindShortCircuited: ReasonShortCircuited,
+	resilience.KindRejected: ReasonRejected, resilience.KindDeadline: ReasonDeadline}
 
 // Page is the assembled order-detail answer.
 type Page struct {

@@ -2,9 +2,8 @@ package orderdetail
 
 import "sync"
 
-// workers runs the sections' calls on goroutines it keeps, so that a
-// stack grown by one page's call (the guard, net/http, a JSON decoder)
-// serves the next page's instead of being grown again on a new goroutine.
+// workers runs the sections' calls on goroutines it keeps, so that a stack
+// grown by one page's call serves the next page's.
 type workers struct {
 	jobs chan func()
 	done chan struct{}
@@ -30,8 +29,8 @@ func startWorkers(n int) *workers {
 	return w
 }
 
-// run runs f on an idle kept goroutine, else on a new one; wg is done when
-// f returns. It never waits for a goroutine to become idle.
+// run runs f on an idle kept goroutine, else on a new one, never waiting;
+// wg is done when f returns.
 func (w *workers) run(wg *sync.WaitGroup, f func()) {
 	wg.Add(1)
 	job := func() { defer wg.Done(); f() }
@@ -42,9 +41,5 @@ func (w *workers) run(wg *sync.WaitGroup, f func()) {
 	}
 }
 
-// close stops the kept goroutines once they finish their calls, and waits
-// for them. A later run starts a goroutine of its own.
-func (w *workers) close() {
-	w.stop.Do(func() { close(w.done) })
-	w.wg.Wait()
-}
+// close stops the kept goroutines, once their calls are done, and waits.
+func (w *workers) close() { w.stop.Do(func() { close(w.done) }); w.wg.Wait() }

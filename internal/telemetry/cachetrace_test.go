@@ -70,7 +70,7 @@ func TestCacheSpans(t *testing.T) {
 		return c.NoContent(http.StatusOK)
 	})
 	e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v1/orders/o-1", nil))
-	if err := store.Flush(context.Background()); err != nil {
+	if err := store.Close(context.Background()); err != nil { // after its writes settle
 		t.Fatal(err)
 	}
 	if st := store.Stats(); st.WritesOK != 1 {

@@ -148,13 +148,6 @@ func parseOptions(args []string) (Options, error) {
 	return o, nil
 }
 
-// Table is the README's table of the flags, in the form serve's and sim's
-// take, so it can be generated and kept in sync like theirs.
-func Table() string {
-	o := DefaultOptions()
-	return config.MarkdownTable(flags(&o), config.EnvPrefix)
-}
-
 // usage writes --help: every flag with its environment twin and default.
 func usage(w io.Writer) {
 	o := DefaultOptions()

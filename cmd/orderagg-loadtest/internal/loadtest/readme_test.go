@@ -5,7 +5,17 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/orderagg/orderagg/build/testenv"
+	"github.com/orderagg/orderagg/internal/config"
 )
+
+// Table is the README's table of the flags, in the form serve's and sim's
+// take, so it can be generated and kept in sync like theirs.
+func Table() string {
+	o := DefaultOptions()
+	return testenv.FlagTable(flags(&o), config.EnvPrefix)
+}
 
 var update = flag.Bool("update", false, "rewrite the README's loadtest flag table")
 
