@@ -246,12 +246,13 @@ func (t *Telemetry) WrapTransport(dep string, next http.RoundTripper) http.Round
 
 // InstrumentRedis adds redisotel to the last-good store's client: its pool
 // metrics (db_client_connections_*, labelled pool_name, in redisotel's
-// units) and a client span per command or pipeline, without its arguments
-// (they hold whole cached answers) and without the commands that set a new
-// connection up. Call it once, before the client is used.
+// units) and, with traces on, a client span per command or pipeline,
+// without its arguments (they hold whole cached answers) and without the
+// commands that set a new connection up. Call it once, before the client is
+// used.
 func (t *Telemetry) InstrumentRedis(c redis.UniversalClient) error {
 	err := redisotel.InstrumentMetrics(c, redisotel.WithMeterProvider(t.mp), redisotel.WithSemConvCompliantMetrics(true))
-	if err == nil {
+	if err == nil && t.tracing {
 		err = redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(t.tp), redisotel.WithDBStatement(false), redisotel.WithDialFilter(true),
 			redisotel.WithCommandFilter(connSetup), redisotel.WithCommandsFilter(func(cmds []redis.Cmder) bool {
 				return !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return !connSetup(c) })
