@@ -119,7 +119,8 @@ func (c *Client[T]) get(ctx context.Context, orderID string) ([]byte, error) {
 	if orderID == "" {
 		return nil, resilience.BadRequest(errors.New("empty order id"))
 	}
-	callCtx, dl := ctx, time.Now().Add(c.c.Timeout)
+	now := time.Now()
+	callCtx, dl := ctx, now.Add(c.c.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d // the caller's deadline is the nearer: no context of our own
 	} else {
@@ -133,7 +134,7 @@ func (c *Client[T]) get(ctx context.Context, orderID string) ([]byte, error) {
 		return nil, resilience.BadRequest(err)
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, time.Until(dl).Milliseconds()), 10))
+	req.Header.Set(HeaderBudget, strconv.FormatInt(max(0, dl.Sub(now).Milliseconds()), 10))
 	if id := RequestIDFrom(ctx); id != "" {
 		req.Header.Set(HeaderRequestID, id)
 	}

@@ -63,11 +63,11 @@ func newListener(m metric.Meter, log *slog.Logger) (*Listener, error) {
 
 func dependency(dep string) attribute.KeyValue { return attribute.String("dependency", dep) }
 
-// attrs is the attribute set {dependency: dep, event: event} (without event
-// when it is ""), built once per pair and kept: a call's events are counted
-// on every page.
-func (l *Listener) attrs(dep, event string) metric.MeasurementOption {
-	k := [2]string{dep, event}
+// attrs is the attribute set {dependency, event, reason} (event and reason
+// left out when ""), built once per triple and kept: a call's events are
+// counted on every page.
+func (l *Listener) attrs(dep, event, reason string) metric.MeasurementOption {
+	k := [3]string{dep, event, reason}
 	if o, ok := l.sets.Load(k); ok {
 		return o.(metric.MeasurementOption)
 	}
@@ -75,12 +75,11 @@ func (l *Listener) attrs(dep, event string) metric.MeasurementOption {
 	if event != "" {
 		kv = append(kv, attribute.String("event", event))
 	}
+	if reason != "" {
+		kv = append(kv, attribute.String("reason", reason))
+	}
 	o, _ := l.sets.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kv...)))
 	return o.(metric.MeasurementOption)
-}
-
-func missAttrs(dep, reason string) metric.MeasurementOption {
-	return metric.WithAttributes(dependency(dep), attribute.String("event", "cache_miss"), attribute.String("reason", reason))
 }
 
 func requestAttrs(status int, degraded bool) metric.MeasurementOption {
@@ -175,12 +174,12 @@ func (t *Telemetry) Observe(s State) error {
 	ctx := context.Background()
 	for _, g := range s.Guards {
 		for _, ev := range knownEvents {
-			t.listener.events.Add(ctx, 0, t.listener.attrs(g.Name(), ev))
+			t.listener.events.Add(ctx, 0, t.listener.attrs(g.Name(), ev, ""))
 		}
 		for _, r := range knownMissReasons {
-			t.listener.events.Add(ctx, 0, missAttrs(g.Name(), r))
+			t.listener.events.Add(ctx, 0, t.listener.attrs(g.Name(), "cache_miss", r))
 		}
-		t.listener.calls.Add(ctx, 0, t.listener.attrs(g.Name(), ""))
+		t.listener.calls.Add(ctx, 0, t.listener.attrs(g.Name(), "", ""))
 		t.listener.transitions.Add(ctx, 0, transitionAttrs(g.Name(), resilience.StateClosed, resilience.StateOpen))
 	}
 	return nil
@@ -196,7 +195,7 @@ type Listener struct {
 	attempt, requestDuration                       metric.Float64Histogram
 	log                                            *slog.Logger
 	fallbacks                                      sync.Map // dependency → *rate.Sometimes
-	sets                                           sync.Map // [dependency, event] → metric.MeasurementOption
+	sets                                           sync.Map // [dependency, event, reason] → metric.MeasurementOption
 }
 
 // Listener is this Telemetry's one Listener: give it to every
@@ -205,7 +204,7 @@ func (t *Telemetry) Listener() *Listener { return t.listener }
 
 // OnEvent counts e and logs a fallback.
 func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
-	ev := l.attrs(e.Dependency, e.Name())
+	ev := l.attrs(e.Dependency, e.Name(), "")
 	l.events.Add(ctx, 1, ev)
 	if e.Fallback {
 		l.logFallback(ctx, e)
@@ -215,12 +214,15 @@ func (l *Listener) OnEvent(ctx context.Context, e resilience.Event) {
 		l.attempt.Record(ctx, e.Duration.Seconds(), ev)
 	}
 	if e.Attempt <= 1 { // the first attempt, or a call refused before any
-		l.calls.Add(ctx, 1, l.attrs(e.Dependency, ""))
+		l.calls.Add(ctx, 1, l.attrs(e.Dependency, "", ""))
 	}
 }
 
 func (l *Listener) logFallback(ctx context.Context, e resilience.Event) {
-	limit, _ := l.fallbacks.LoadOrStore(e.Dependency, &rate.Sometimes{Interval: time.Second})
+	limit, ok := l.fallbacks.Load(e.Dependency)
+	if !ok { // a limiter is made once per dependency, not per fallback
+		limit, _ = l.fallbacks.LoadOrStore(e.Dependency, &rate.Sometimes{Interval: time.Second})
+	}
 	limit.(*rate.Sometimes).Do(func() {
 		attrs := []slog.Attr{slog.String("dependency", e.Dependency), slog.String("event", e.Name())}
 		if e.Cause != nil {
@@ -259,11 +261,11 @@ func (l *Listener) OnTimeoutChange(c resilience.TimeoutChange) {
 // a miss as cache_miss with its reason, and adds a "cache lookup" event to
 // the span in ctx.
 func (l *Listener) CacheLookup(ctx context.Context, dep, outcome string) {
-	attrs := l.attrs(dep, "cache_hit")
+	event, reason := "cache_hit", ""
 	if outcome != "hit" {
-		attrs = missAttrs(dep, outcome)
+		event, reason = "cache_miss", outcome
 	}
-	l.events.Add(ctx, 1, attrs)
+	l.events.Add(ctx, 1, l.attrs(dep, event, reason))
 	trace.SpanFromContext(ctx).AddEvent("cache lookup",
 		trace.WithAttributes(attrSpanDependency.String(dep), attribute.String("orderagg.cache.outcome", outcome)))
 }
