@@ -193,8 +193,7 @@ func newPage(cfg config.Serve, tel *telemetry.Telemetry, store *cache.Store, gua
 }
 
 // pageWorkers are the goroutines kept for the sections' calls: enough for
-// 21 pages at once (3 sections each); more pages start goroutines of their
-// own.
+// 21 pages at once (3 sections each).
 const pageWorkers = 64
 
 // RunSim serves the simulated downstreams until ctx ends.
@@ -213,7 +212,6 @@ func RunSim(ctx context.Context, cfg config.Sim, env Env) error {
 	return p.wait(ctx, nil, nil)
 }
 
-// serveSim serves the simulated downstreams on addr.
 func (p *program) serveSim(logger *slog.Logger, addr string) (*sim.Server, string, error) {
 	s := sim.New(sim.WithLogger(logger))
 	srv, bound, err := p.serve("sim", addr, func(g *handlers.HostGuard) http.Handler { return g.Wrap(s) })

@@ -150,29 +150,28 @@ func (d Dependencies) Patch(name string, body []byte, b Bounds) (Dependencies, e
 
 // lay returns data, a --config document, laid over d and validated against b.
 func (d Dependencies) lay(data []byte, b Bounds) (Dependencies, error) {
-	sections := keyed(reflect.TypeFor[Dependency](), d.Names()...) // the decoder refuses other names
+	doc := reflect.New(keyed(keyed(reflect.TypeFor[Dependency](), d.Names()...), "dependencies")).Elem()
+	sections := doc.Field(0) // the decoder refuses other names
 	for i, name := range d.Names() {
 		sections.Field(i).Set(reflect.ValueOf(d[name]))
 	}
-	doc := keyed(sections.Type(), "dependencies")
-	doc.Field(0).Set(sections)
 	if err := decode(data, doc.Addr().Interface()); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	out := Dependencies{}
 	for i, name := range d.Names() {
-		out[name] = doc.Field(0).Field(i).Interface().(Dependency)
+		out[name] = sections.Field(i).Interface().(Dependency)
 	}
 	return out.valid(b, data, "")
 }
 
-// keyed returns a new struct with one field of type t per key, named by it in YAML.
-func keyed(t reflect.Type, keys ...string) reflect.Value {
+// keyed returns a struct type with one field of type t per key, named by it in YAML.
+func keyed(t reflect.Type, keys ...string) reflect.Type {
 	fields := make([]reflect.StructField, len(keys))
 	for i, k := range keys {
 		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: t, Tag: reflect.StructTag(`yaml:"` + k + `"`)}
 	}
-	return reflect.New(reflect.StructOf(fields)).Elem()
+	return reflect.StructOf(fields)
 }
 
 // UnmarshalYAML decodes a --config section over d with the calling, strict
@@ -206,8 +205,7 @@ func decode(data []byte, v any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(v)
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
+	if te, ok := errors.AsType[*yaml.TypeError](err); ok {
 		for i, e := range te.Errors {
 			te.Errors[i] = notFound.ReplaceAllString(e, `unknown key "$1"`)
 		}

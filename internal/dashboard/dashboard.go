@@ -88,10 +88,9 @@ func New(opts Options) *Dashboard {
 		streams: make(chan struct{}, opts.MaxStreams), closing: make(chan struct{})}
 	var page bytes.Buffer
 	data := struct {
-		Title      string
 		Demo       bool
 		IntervalMS int64
-	}{"orderagg", opts.Faults != nil, opts.Interval.Milliseconds()}
+	}{opts.Faults != nil, opts.Interval.Milliseconds()}
 	if err := pageTemplate.Execute(&page, data); err != nil {
 		panic("dashboard: rendering the page: " + err.Error())
 	}

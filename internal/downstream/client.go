@@ -167,10 +167,7 @@ func (c *Client[T]) get(ctx context.Context, orderID string) ([]byte, error) {
 // once it has ended, else ErrTransport, with the cause as text only
 // (Config.Timeout and net's timeouts match context.DeadlineExceeded).
 func ioErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %v", ctx.Err(), err)
-	}
-	return fmt.Errorf("%w: %v", ErrTransport, err)
+	return fmt.Errorf("%w: %v", cmp.Or(ctx.Err(), ErrTransport), err)
 }
 
 // statusErr classifies an answer other than 200; see the package doc.

@@ -29,7 +29,6 @@ type Control interface {
 	ForceBreaker(dep string, f resilience.Force) error // sets or clears the operator override
 }
 
-// forces are the breaker overrides by the names the API takes.
 var forces = map[string]resilience.Force{"open": resilience.ForceOpen, "closed": resilience.ForceClosed, "none": resilience.ForceNone}
 
 // NewAdmin builds the admin API's router. Every request needs

@@ -46,8 +46,7 @@ func (g *HostGuard) Wrap(next http.Handler) http.Handler {
 }
 
 func (g *HostGuard) crossSite(r *http.Request) bool {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	if slices.Contains([]string{http.MethodGet, http.MethodHead, http.MethodOptions}, r.Method) {
 		return false
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
@@ -60,10 +59,8 @@ func (g *HostGuard) crossSite(r *http.Request) bool {
 // trusted reports whether a host[:port] names a loopback or allowed host.
 func (g *HostGuard) trusted(hostport string) bool {
 	host := hostOnly(hostport)
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
-		return true
-	}
-	return slices.ContainsFunc(g.allowed, func(a string) bool { a = hostOnly(a); return a == "*" || a != "" && a == host })
+	return host == "localhost" || net.ParseIP(host).IsLoopback() ||
+		slices.ContainsFunc(g.allowed, func(a string) bool { a = hostOnly(a); return a == "*" || a != "" && a == host })
 }
 
 // hostOnly is a host[:port]'s name without its port or brackets, in lower

@@ -20,7 +20,6 @@ type Pager interface {
 	Get(ctx context.Context, orderID string) (*orderdetail.Page, error)
 }
 
-// validOrderID matches the order ids that may be looked up.
 var validOrderID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // orders serves GET /v1/orders/{id}.
@@ -83,11 +82,8 @@ type sectionHead struct {
 // under BodyKey. The bodies are json.Marshal's output, spliced in as they
 // are; a body that is not an object, without a BodyKey, is an error.
 func encodePage(p *orderdetail.Page) ([]byte, error) {
-	doc, _ := json.Marshal(struct {
-		OrderID  string `json:"order_id"`
-		Degraded bool   `json:"degraded"`
-	}{p.OrderID, p.Degraded})
-	doc = doc[:len(doc)-1] // open, to add the sections
+	id, _ := json.Marshal(p.OrderID)
+	doc := fmt.Appendf(nil, `{"order_id":%s,"degraded":%t`, id, p.Degraded) // open, to add the sections
 	for _, s := range p.Sections {
 		body, err := s.BodyJSON, error(nil)
 		if body == nil {
@@ -113,7 +109,6 @@ func encodePage(p *orderdetail.Page) ([]byte, error) {
 	return append(doc, '}'), nil
 }
 
-// appendKey appends k as a JSON object key and its colon.
 func appendKey(b []byte, k string) []byte {
 	q, _ := json.Marshal(k)
 	return append(append(b, q...), ':')

@@ -29,20 +29,15 @@ type Config struct {
 	Reserve  time.Duration
 	Now      func() time.Time // the clock of as_of and of max ages; nil: time.Now
 	Observer Observer         // nil: none
-	// Workers is how many goroutines are kept for the sections' calls (a
-	// call finding none idle gets a new one); 0: a new goroutine per call.
-	// With Workers, Close stops them.
+	// Workers is how many goroutines are kept for the sections' calls, until
+	// Close; a call finding none idle gets a new one (0: every call does).
 	Workers int
 }
 
 // Aggregator builds order-detail pages. It is safe for concurrent use.
 type Aggregator struct {
+	cfg         Config        // with Now set
 	downstreams []*Downstream // the core first
-	store       LastGood
-	cacheGuard  *resilience.Guard
-	reserve     time.Duration
-	now         func() time.Time
-	obs         Observer
 	coreFirst   coreGate
 	workers     *workers
 }
@@ -61,12 +56,10 @@ func New(cfg Config) (*Aggregator, error) {
 		}
 		seen[d.name] = true
 	}
-	a := &Aggregator{downstreams: append([]*Downstream{cfg.Core}, cfg.Sections...), store: cfg.Store,
-		cacheGuard: cfg.CacheGuard, reserve: cfg.Reserve, now: cfg.Now, obs: cfg.Observer, workers: startWorkers(cfg.Workers)}
-	if a.now == nil {
-		a.now = time.Now
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	return a, nil
+	return &Aggregator{cfg: cfg, downstreams: append([]*Downstream{cfg.Core}, cfg.Sections...), workers: startWorkers(cfg.Workers)}, nil
 }
 
 // Close stops the goroutines kept for Workers, once their calls are done,
@@ -109,7 +102,7 @@ func (a *Aggregator) Get(ctx context.Context, orderID string) (*Page, error) {
 	defer abandon()
 	var end time.Time
 	if dl, ok := ctx.Deadline(); ok {
-		end = dl.Add(-a.reserve)
+		end = dl.Add(-a.cfg.Reserve)
 	}
 	calls := make([]call, len(a.downstreams))
 	orderKnown := make(chan struct{})
@@ -166,7 +159,7 @@ func (a *Aggregator) resolve(ctx context.Context, c *call) {
 	*s = Section{Name: d.name, BodyKey: d.bodyKey}
 	v, err := resilience.DoUntil(ctx, d.guard, c.end, func(ctx context.Context) (any, error) { return d.fetch(ctx, c.orderID) })
 	if err == nil {
-		s.Source, s.Body, c.liveAt = SourceLive, v, a.now()
+		s.Source, s.Body, c.liveAt = SourceLive, v, a.cfg.Now()
 		s.BodyJSON, _ = json.Marshal(v) // the answer types always marshal
 		return
 	}
@@ -177,28 +170,21 @@ func (a *Aggregator) resolve(ctx context.Context, c *call) {
 	if d.core && errors.Is(err, ErrNotFound) || errors.Is(ctx.Err(), context.Canceled) {
 		return // the truth, not a failure; or the page was abandoned, or its caller left
 	}
-	cached, err := resilience.Fallback(ctx, d.guard, err, func(ctx context.Context, _ error) (cachedSection, error) {
+	cached, err := resilience.Fallback(ctx, d.guard, err, func(ctx context.Context, _ error) (Section, error) {
 		return a.lastGood(ctx, d, c.orderID)
 	})
 	if err == nil {
-		s.Source, s.Body, s.AsOf = SourceCache, cached.body, cached.asOf
+		s.Source, s.Body, s.AsOf = SourceCache, cached.Body, cached.AsOf
 	}
 }
 
-type cachedSection struct {
-	body any
-	asOf time.Time
-}
-
-var errNoLastGood = errors.New("no last-good answer")
-
-// lastGood reads d's last good answer through the cache guard, and serves
-// it only if it is young enough and d's decoder reads it as it would a
-// live answer. Its error wraps errNoLastGood.
-func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string) (cachedSection, error) {
+// lastGood reads d's last good answer, as a Section's Body and AsOf,
+// through the cache guard, and serves it only if it is young enough and
+// d's decoder reads it as it would a live answer.
+func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string) (Section, error) {
 	corrupt := false
-	e, err := resilience.Do(ctx, a.cacheGuard, func(ctx context.Context) (CacheEntry, error) {
-		e, err := a.store.Get(ctx, d.name, orderID)
+	e, err := resilience.Do(ctx, a.cfg.CacheGuard, func(ctx context.Context) (CacheEntry, error) {
+		e, err := a.cfg.Store.Get(ctx, d.name, orderID)
 		if errors.Is(err, ErrCacheMiss) { // a good answer from the store, a corrupt entry too
 			corrupt = errors.Is(err, ErrCacheCorrupt)
 			return CacheEntry{}, nil
@@ -213,7 +199,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string
 		outcome = "corrupt"
 	case e.Payload == nil:
 		outcome = "absent"
-	case a.now().Sub(e.AsOf) > d.MaxAge():
+	case a.cfg.Now().Sub(e.AsOf) > d.MaxAge():
 		outcome = "stale"
 	}
 	var body any
@@ -223,16 +209,16 @@ func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string
 		}
 	}
 	d.guard.RecordCacheLookup(outcome == "hit")
-	if a.obs != nil {
-		a.obs.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
+	if a.cfg.Observer != nil {
+		a.cfg.Observer.CacheLookup(ctx, d.guard.Name(), outcome) // metrics join on the guard's name
 	}
 	switch {
 	case outcome == "hit":
-		return cachedSection{body: body, asOf: e.AsOf}, nil
+		return Section{Body: body, AsOf: e.AsOf}, nil
 	case err != nil:
-		return cachedSection{}, fmt.Errorf("%s: %w (%s: %w)", d.name, errNoLastGood, outcome, err)
+		return Section{}, fmt.Errorf("%s: no last-good answer (%s: %w)", d.name, outcome, err)
 	}
-	return cachedSection{}, fmt.Errorf("%s: %w (%s)", d.name, errNoLastGood, outcome)
+	return Section{}, fmt.Errorf("%s: no last-good answer (%s)", d.name, outcome)
 }
 
 // remember hands every live section to the store. ctx is the request's,
@@ -240,7 +226,7 @@ func (a *Aggregator) lastGood(ctx context.Context, d *Downstream, orderID string
 func (a *Aggregator) remember(ctx context.Context, calls []call) {
 	for _, c := range calls {
 		if c.section.BodyJSON != nil {
-			a.store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: c.section.BodyJSON}, c.d.MaxAge())
+			a.cfg.Store.PutContext(ctx, c.d.name, c.orderID, CacheEntry{AsOf: c.liveAt, Payload: c.section.BodyJSON}, c.d.MaxAge())
 		}
 	}
 }

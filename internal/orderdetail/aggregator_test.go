@@ -552,7 +552,7 @@ func TestEverythingHungStaysInsideDeadline(t *testing.T) {
 	}
 	// The others run beside the order; one not yet started when the order
 	// failed is never called, which is fine.
-	want := page.Add(-r.agg.reserve)
+	want := page.Add(-r.agg.cfg.Reserve)
 	for name, dl := range deadlines {
 		if dl.IsZero() || dl.After(want) {
 			t.Errorf("%s called with deadline %v, want by %v (the page's deadline less the reserve)", name, dl, want)

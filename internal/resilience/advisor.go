@@ -41,7 +41,6 @@ type Usage struct {
 // microsecond.
 type Millis time.Duration
 
-// MarshalJSON writes m in milliseconds.
 func (m Millis) MarshalJSON() ([]byte, error) {
 	return strconv.AppendFloat(nil, float64(time.Duration(m).Microseconds())/1000, 'f', -1, 64), nil
 }
@@ -134,12 +133,10 @@ func (g *Guard) Snapshot() Snapshot {
 	}
 	if s.cfg.AutoTimeout {
 		lo, hi := s.cfg.autoBounds()
-		snap.TimeoutMode, snap.TimeoutMin, snap.TimeoutMax = "auto", ptr(Millis(lo)), ptr(Millis(hi))
+		snap.TimeoutMode, snap.TimeoutMin, snap.TimeoutMax = "auto", new(Millis(lo)), new(Millis(hi))
 	}
 	if rec > 0 {
-		snap.RecommendedTimeout = ptr(Millis(rec))
+		snap.RecommendedTimeout = new(Millis(rec))
 	}
 	return snap
 }
-
-func ptr[T any](v T) *T { return &v }

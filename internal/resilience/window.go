@@ -22,7 +22,6 @@ const (
 var counterNames = append(kindNames[:len(kindNames):len(kindNames)],
 	"retry", "fallback_success", "fallback_failure", "cache_hit", "cache_miss")
 
-// tally is a count per counter.
 type tally [numCounters]int64
 
 // bad is the failures and timeouts; calls adds the successes: the calls

@@ -48,7 +48,6 @@ func ShipmentFor(id string) Shipment {
 		at = at.Add(time.Duration(between(g, 3*60, 20*60)) * time.Minute)
 		s.Events = append(s.Events, ShipmentEvent{At: at, Location: []string{"Warehouse", city, city, city}[i], Description: what})
 	}
-	eta := at.Add([]time.Duration{96 * time.Hour, 0, 24 * time.Hour, 2 * time.Hour, 0}[scans])
-	s.ETA = &eta
+	s.ETA = new(at.Add([]time.Duration{96 * time.Hour, 0, 24 * time.Hour, 2 * time.Hour, 0}[scans]))
 	return s
 }

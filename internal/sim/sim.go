@@ -113,7 +113,6 @@ func decodeFault(r io.Reader) (Fault, error) {
 	return Fault{}, fmt.Errorf("%w: %v", ErrInvalidFault, err)
 }
 
-// Option configures a Server.
 type Option func(*Server)
 
 // WithLogger sets the logger of fault changes; by default nothing is logged.

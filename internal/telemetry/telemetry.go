@@ -6,6 +6,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,9 +75,7 @@ type Telemetry struct {
 // exporter or protocol, a malformed OTEL_RESOURCE_ATTRIBUTES or a bad
 // trusted proxy is an error naming it.
 func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	ip, err := clientIP(cfg.TrustedProxies)
 	if err != nil {
 		return nil, err
@@ -266,11 +265,7 @@ func (t *Telemetry) InstrumentRedis(c redis.UniversalClient) error {
 
 // connSetup reports the commands go-redis sends to set a new connection up.
 func connSetup(cmd redis.Cmder) bool {
-	switch cmd.Name() {
-	case "auth", "hello", "client", "select", "readonly":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"auth", "hello", "client", "select", "readonly"}, cmd.Name())
 }
 
 // LogHandler wraps h so that every record logged with a context holding a
