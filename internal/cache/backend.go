@@ -19,21 +19,42 @@ import (
 
 // redisBackend keeps the entries in Redis, in the schema of the package
 // documentation: every command is single-key, valid on Redis Cluster.
+//
+// A servable entry read from Redis answers again, without a round trip, for
+// readReuse at most (and never past its TTL): while a dependency fails,
+// every page of an order reads the same entry. So a read may answer what
+// Redis held up to readReuse before; a write this process stores drops the
+// key's reused copy at once.
 type redisBackend struct {
 	client redis.UniversalClient
 	prefix string
+	reads  *memory // the reused copies
 }
+
+const readReuse, readReuseEntries = time.Second, 10_000
 
 func (r *redisBackend) key(k entryKey) string { return r.prefix + ":" + k.dep + ":" + k.orderID }
 
 func (r *redisBackend) get(ctx context.Context, k entryKey, now time.Time) (orderdetail.CacheEntry, bool, error) {
-	vals, err := r.client.HMGet(ctx, r.key(k), "v", "as_of", "val").Result()
-	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+	if e, ok, _ := r.reads.get(ctx, k, now); ok {
+		return e, true, nil
+	}
+	var hmget *redis.SliceCmd
+	var pttl *redis.DurationCmd
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error { // one round trip
+		hmget, pttl = p.HMGet(ctx, r.key(k), "v", "as_of", "val"), p.PTTL(ctx, r.key(k))
+		return nil
+	})
+	if redis.HasErrorPrefix(hmget.Err(), "WRONGTYPE") {
 		return orderdetail.CacheEntry{}, true, errCorrupt
 	} else if err != nil {
 		return orderdetail.CacheEntry{}, false, err
 	}
-	return decode(vals, now.Add(maxFutureSkew))
+	e, found, err := decode(hmget.Val(), now.Add(maxFutureSkew))
+	if found && err == nil && pttl.Val() > 0 {
+		_, _ = r.reads.put(ctx, writeReq{k: k, e: e, ttl: min(pttl.Val(), readReuse)}, now)
+	}
+	return e, found, err
 }
 
 // put runs putScript: EVALSHA, then EVAL if Redis answers NOSCRIPT.
@@ -41,6 +62,9 @@ func (r *redisBackend) put(ctx context.Context, req writeReq, now time.Time) (bo
 	ttlMillis := int64((req.ttl + time.Millisecond - 1) / time.Millisecond) // rounded up
 	n, err := putScript.Run(ctx, r.client, []string{r.key(req.k)},
 		valueVersion, req.e.AsOf.UnixMicro(), req.e.Payload, ttlMillis, now.Add(maxFutureSkew).UnixMicro()).Int()
+	if n == 1 && err == nil {
+		r.reads.forget(req.k)
+	}
 	return n == 1, err
 }
 
@@ -120,6 +144,12 @@ func (m *memory) put(_ context.Context, req writeReq, now time.Time) (bool, erro
 	}
 	m.entries.Add(req.k, memEntry{e: e, expires: now.Add(req.ttl)})
 	return true, nil
+}
+
+func (m *memory) forget(k entryKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries.Remove(k)
 }
 
 // urlDefaults are go-redis options a --redis-url query may override: reads

@@ -167,7 +167,7 @@ func Open(ctx context.Context, cfg Config, logger *slog.Logger, opts ...Option) 
 	if err := client.Ping(ping).Err(); err != nil {
 		logger.Warn("last-good cache failed its start-up ping; requests degrade without it until it answers", "error", err)
 	}
-	return newStore(cfg, &redisBackend{client: client, prefix: cfg.KeyPrefix}, client, logger, opts), nil
+	return newStore(cfg, &redisBackend{client: client, prefix: cfg.KeyPrefix, reads: newMemory(readReuseEntries)}, client, logger, opts), nil
 }
 
 func newStore(cfg Config, back backend, client redis.UniversalClient, logger *slog.Logger, opts []Option) *Store {
@@ -192,7 +192,7 @@ func newStore(cfg Config, back backend, client redis.UniversalClient, logger *sl
 // Client is the go-redis client, for instrumentation; nil in memory.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// Get returns the entry for (dep, orderID) in one round trip bounded by ctx:
+// Get returns the entry for (dep, orderID) in at most one round trip bounded by ctx:
 // orderdetail.ErrCacheMiss if none, ErrCacheCorrupt (a miss too) if it cannot
 // be served; any other error is the store's, matching ctx.Err() if ctx ended.
 func (s *Store) Get(ctx context.Context, dep, orderID string) (orderdetail.CacheEntry, error) {

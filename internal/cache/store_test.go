@@ -128,14 +128,19 @@ func TestNewestWinsUnderConcurrency(t *testing.T) {
 
 func TestTTLExpiry(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
-		s, mr := onMiniredis(t, Config{})
-		put(s, "order", "o-9", entry(time.Now(), `{"id":"o-9"}`), 10*time.Second)
+		clock := newClock()
+		s, mr := onMiniredis(t, Config{}, WithClock(clock.now))
+		put(s, "order", "o-9", entry(clock.now(), `{"id":"o-9"}`), 10*time.Second)
 		mustFlush(t, s)
 		mustGet(t, s, "order", "o-9")
 		if ttl := mr.TTL(Config{}.withDefaults().KeyPrefix + ":order:o-9"); ttl <= 0 || ttl > 10*time.Second {
 			t.Errorf("TTL = %v; want (0, 10s]", ttl)
 		}
-		mr.FastForward(11 * time.Second)
+		clock.advance(10*time.Second - readReuse/2) // Redis and the process agree on time
+		mr.FastForward(10*time.Second - readReuse/2)
+		mustGet(t, s, "order", "o-9") // kept for reuse up to the entry's TTL only
+		clock.advance(readReuse / 2)
+		mr.FastForward(readReuse / 2)
 		if _, err := s.Get(context.Background(), "order", "o-9"); !errors.Is(err, orderdetail.ErrCacheMiss) {
 			t.Fatalf("after TTL: err = %v, want ErrCacheMiss", err)
 		}
@@ -324,4 +329,42 @@ func TestWritesSurviveAScriptFlush(t *testing.T) {
 		t.Fatalf("Stats = %+v, want 101 writes and no errors", st)
 	}
 	mustGet(t, s, "order", "o-101")
+}
+
+// A servable read answers again for readReuse without a round trip; a write
+// this process stores drops the reused copy at once; after readReuse, Redis
+// is asked again and another writer's newer entry is seen.
+func TestRedisReadsAreReused(t *testing.T) {
+	clock := newClock()
+	s, mr := onMiniredis(t, Config{}, WithClock(clock.now))
+	const k = DefaultKeyPrefix + ":logistics:o-3"
+	t0 := clock.now().Add(-time.Minute)
+	put(s, "logistics", "o-3", entry(t0, `"A"`), time.Hour)
+	mustFlush(t, s)
+	mustGet(t, s, "logistics", "o-3")
+	commands := mr.CommandCount()
+	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"A"` || mr.CommandCount() != commands {
+		t.Fatalf("second read: %s after %d commands, want \"A\" without a round trip", got.Payload, mr.CommandCount()-commands)
+	}
+
+	put(s, "logistics", "o-3", entry(t0.Add(time.Second), `"B"`), time.Hour) // this process's own write
+	mustFlush(t, s)
+	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"B"` {
+		t.Fatalf("after our write: %s, want \"B\"", got.Payload)
+	}
+
+	mr.HSet(k, "as_of", strconv.FormatInt(t0.Add(2*time.Second).UnixMicro(), 10), "val", `"C"`) // another instance's
+	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"B"` {
+		t.Fatalf("within readReuse: %s, want the reused \"B\"", got.Payload)
+	}
+	clock.advance(readReuse)
+	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"C"` {
+		t.Fatalf("after readReuse: %s, want \"C\" from Redis", got.Payload)
+	}
+
+	put(s, "logistics", "o-3", entry(t0.Add(time.Second), `"old"`), time.Hour) // refused: Redis holds newer
+	mustFlush(t, s)
+	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"C"` {
+		t.Fatalf("after a refused older write: %s, want \"C\"", got.Payload)
+	}
 }

@@ -81,7 +81,7 @@ func TestCacheSpans(t *testing.T) {
 	got := treeLines(spans)
 	for _, want := range []string{
 		"GET /v1/orders/:id > dependency inventory event=failure ERROR",
-		"GET /v1/orders/:id > fallback inventory > dependency cache > hmget",
+		"GET /v1/orders/:id > fallback inventory > dependency cache > redis.pipeline hmget pttl", // one round trip
 		"GET /v1/orders/:id > fallback inventory > dependency cache event=success",
 		"GET /v1/orders/:id > fallback inventory event=fallback_failure ERROR",
 		"cache write > evalsha ERROR", // NOSCRIPT, as Redis said
