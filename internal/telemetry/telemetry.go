@@ -189,7 +189,9 @@ func (t *Telemetry) Middleware() echo.MiddlewareFunc {
 		return func(next echo.HandlerFunc) echo.HandlerFunc {
 			return func(c echo.Context) error {
 				r := c.Request()
-				c.SetRequest(r.WithContext(otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))))
+				if ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header)); ctx != r.Context() {
+					c.SetRequest(r.WithContext(ctx)) // the caller sent a trace or baggage
+				}
 				return next(c)
 			}
 		}
