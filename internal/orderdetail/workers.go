@@ -41,4 +41,5 @@ func (w *workers) run(wg *sync.WaitGroup, f func()) {
 	}
 }
 
+// close stops the kept goroutines, once their calls are done, and waits for them.
 func (w *workers) close() { w.stop.Do(func() { close(w.done) }); w.wg.Wait() }
