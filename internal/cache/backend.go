@@ -23,9 +23,8 @@ import (
 // A servable entry read from Redis answers again, without a round trip, for
 // readReuse at most (and never past its TTL): while a dependency fails,
 // every page of an order reads the same entry. So a read may answer what
-// Redis held up to readReuse before; a write this process stores replaces
-// the reused copy at once, and, newest winning, a read that was in flight
-// meanwhile cannot put the older entry back.
+// Redis held up to readReuse before; a write this process stores drops the
+// key's reused copy at once.
 type redisBackend struct {
 	client redis.UniversalClient
 	prefix string
@@ -64,7 +63,7 @@ func (r *redisBackend) put(ctx context.Context, req writeReq, now time.Time) (bo
 	n, err := putScript.Run(ctx, r.client, []string{r.key(req.k)},
 		valueVersion, req.e.AsOf.UnixMicro(), req.e.Payload, ttlMillis, now.Add(maxFutureSkew).UnixMicro()).Int()
 	if n == 1 && err == nil {
-		_, _ = r.reads.put(ctx, writeReq{k: req.k, e: req.e, ttl: min(req.ttl, readReuse)}, now)
+		r.reads.forget(req.k)
 	}
 	return n == 1, err
 }
@@ -145,6 +144,12 @@ func (m *memory) put(_ context.Context, req writeReq, now time.Time) (bool, erro
 	}
 	m.entries.Add(req.k, memEntry{e: e, expires: now.Add(req.ttl)})
 	return true, nil
+}
+
+func (m *memory) forget(k entryKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries.Remove(k)
 }
 
 // urlDefaults are go-redis options a --redis-url query may override: reads

@@ -332,7 +332,7 @@ func TestWritesSurviveAScriptFlush(t *testing.T) {
 }
 
 // A servable read answers again for readReuse without a round trip; a write
-// this process stores replaces the reused copy at once; after readReuse, Redis
+// this process stores drops the reused copy at once; after readReuse, Redis
 // is asked again and another writer's newer entry is seen.
 func TestRedisReadsAreReused(t *testing.T) {
 	clock := newClock()
@@ -349,9 +349,8 @@ func TestRedisReadsAreReused(t *testing.T) {
 
 	put(s, "logistics", "o-3", entry(t0.Add(time.Second), `"B"`), time.Hour) // this process's own write
 	mustFlush(t, s)
-	commands = mr.CommandCount()
-	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"B"` || mr.CommandCount() != commands {
-		t.Fatalf("after our write: %s after %d commands, want \"B\" without a round trip", got.Payload, mr.CommandCount()-commands)
+	if got := mustGet(t, s, "logistics", "o-3"); string(got.Payload) != `"B"` {
+		t.Fatalf("after our write: %s, want \"B\"", got.Payload)
 	}
 
 	mr.HSet(k, "as_of", strconv.FormatInt(t0.Add(2*time.Second).UnixMicro(), 10), "val", `"C"`) // another instance's
